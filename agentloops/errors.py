@@ -1,0 +1,120 @@
+"""The exceptions agentloops raises.
+
+    AgentLoopsError                 root; `.result` holds the partial run when there is one
+    ├── ConfigurationError          the caller's mistake, raised before anything runs
+    ├── ModelError                  the provider failed after its retries (`.request_id`)
+    ├── ModelOutputError            structured output still invalid after retries (`.raw`)
+    ├── TranscriptError             a transcript the provider would reject
+    ├── PlanValidationError         a plan that must not run (`.problems`)
+    ├── CheckpointError             a saved run that cannot be loaded (`.run_id`)
+    └── RunError                    a run stopped short of an answer (`.result`)
+        ├── StepLimitExceeded       `max_steps` reached
+        ├── BudgetExceeded          the token budget is spent
+        ├── RunStalled              the same calls gave the same results again and again
+        ├── ModelRefused            the model declined to answer
+        ├── OutputTruncated         the answer was cut by `max_tokens` or the context window
+        ├── ApprovalRequired        a tool call waits for a human decision
+        └── ToolStepFailed          a tool step failed with `on_tool_error="abort"`
+
+Tool failures are not exceptions: they come back as `is_error` results the model can
+act on. A run error never loses work: its `.result` carries the transcript, usage and
+whatever finished.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class AgentLoopsError(Exception):
+    """Root of every agentloops exception."""
+
+    result: Any = None
+    """The partial result of the run that raised, when a run was under way."""
+
+
+class ConfigurationError(AgentLoopsError, ValueError):
+    """The caller's mistake: a bad limit, a duplicate tool, an unknown call id."""
+
+
+class ModelError(AgentLoopsError):
+    """The model provider failed after its own retries. The cause is chained."""
+
+    def __init__(self, message: str, *, request_id: str | None = None, status: int | None = None):
+        super().__init__(message)
+        self.request_id = request_id
+        self.status = status
+
+
+class ModelOutputError(AgentLoopsError):
+    """Structured output that still does not parse or validate after the retries."""
+
+    def __init__(
+        self, message: str, *, raw: str, errors: str = "", usage: Any = None, model_calls: int = 0
+    ):
+        super().__init__(message)
+        self.raw = raw
+        """The model's last raw output."""
+        self.errors = errors
+        """The last validation errors, as sent back to the model."""
+        self.usage = usage
+        """Tokens spent on the failed attempts."""
+        self.model_calls = model_calls
+
+
+class TranscriptError(AgentLoopsError):
+    """A transcript the provider would reject (unanswered tool calls, split results, ...)."""
+
+
+class PlanValidationError(AgentLoopsError):
+    """A plan that must not run. `.problems` names every problem found, not just the first."""
+
+    def __init__(self, problems: list[str], *, plan: Any = None):
+        self.problems = list(problems)
+        self.plan = plan
+        listed = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"invalid plan ({len(self.problems)} problems):\n{listed}")
+
+
+class CheckpointError(AgentLoopsError):
+    """A saved run that cannot be loaded: unknown, corrupted, or from a newer schema."""
+
+    def __init__(self, message: str, *, run_id: str):
+        super().__init__(message)
+        self.run_id = run_id
+
+
+class RunError(AgentLoopsError):
+    """A run that stopped short of an answer. `.result` holds everything done so far."""
+
+    def __init__(self, message: str, *, result: Any = None):
+        super().__init__(message)
+        self.result = result
+
+
+class StepLimitExceeded(RunError):
+    """The loop reached `max_steps` without an answer."""
+
+
+class BudgetExceeded(RunError):
+    """The run spent its token budget."""
+
+
+class RunStalled(RunError):
+    """The model repeated the same tool calls and got the same results, again and again."""
+
+
+class ModelRefused(RunError):
+    """The model declined to answer (`stop_reason="refusal"`)."""
+
+
+class OutputTruncated(RunError):
+    """The answer was cut off by `max_tokens` or by the context window."""
+
+
+class ApprovalRequired(RunError):
+    """A tool call is waiting for a human decision; see `result.pending_approvals`."""
+
+
+class ToolStepFailed(RunError):
+    """A tool step failed and the run was configured to abort on tool errors."""

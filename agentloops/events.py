@@ -1,0 +1,160 @@
+"""Typed run events, and sinks that record them.
+
+Every loop takes `on_event`, a plain callable that receives each event as it happens.
+Tool events may arrive from worker threads, so a sink must be thread-safe
+(`list.append` is; `JSONLSink` takes a lock). Events are built only when a sink is set.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from agentloops.messages import Block, Message, block_to_dict, message_to_dict
+from agentloops.model import Usage
+from agentloops.tools import ToolOutcome
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Event:
+    """Fields every event carries."""
+
+    loop: str
+    """Which loop emitted it: "react", "rewoo", "plan_execute", "router", "evaluator"."""
+    run_id: str
+    """Identifies one run; nested runs (a Plan-and-Execute step) have their own."""
+    at: float = field(default_factory=time.perf_counter)
+    """`time.perf_counter()` when the event was made: compare events, not wall clocks."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunStarted(Event):
+    parent_run_id: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunFinished(Event):
+    stop_reason: str
+    usage: Usage
+    model_calls: int
+    seconds: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelCallStarted(Event):
+    step: int
+    messages: int
+    """How many messages the request carries."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelCallFinished(Event):
+    step: int
+    stop_reason: str
+    usage: Usage
+    model: str
+    seconds: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolCallStarted(Event):
+    call_id: str
+    name: str
+    args: dict[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolCallFinished(Event):
+    call_id: str
+    name: str
+    outcome: ToolOutcome
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PlanMade(Event):
+    plan: Any
+    """The validated plan (a pydantic model)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StepStarted(Event):
+    step_id: str
+    description: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StepFinished(Event):
+    step_id: str
+    ok: bool
+    seconds: float
+    summary: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Replanned(Event):
+    attempt: int
+    problems: list[str]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ApprovalRequested(Event):
+    calls: list[Any]
+    """The `ToolCall`s waiting for a decision."""
+
+
+EventSink = Callable[[Event], None]
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Usage | ToolOutcome):
+        return dataclasses.asdict(value)
+    if isinstance(value, Message):
+        return message_to_dict(value)
+    if isinstance(value, Block):
+        return block_to_dict(value)
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def event_to_dict(event: Event) -> dict[str, Any]:
+    """A JSON-ready dict for an event, with its class name under `"event"`."""
+    data: dict[str, Any] = {"event": type(event).__name__}
+    for f in dataclasses.fields(event):
+        data[f.name] = _plain(getattr(event, f.name))
+    return data
+
+
+class JSONLSink:
+    """Appends one JSON line per event to a file. Thread-safe; use as a context manager."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._file: TextIO = self.path.open("a", encoding="utf-8")
+
+    def __call__(self, event: Event) -> None:
+        line = json.dumps(event_to_dict(event), default=str)
+        with self._lock:
+            self._file.write(line + "\n")
+            self._file.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            self._file.close()
+
+    def __enter__(self) -> JSONLSink:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,194 @@
+"""Messages and their content blocks: the transcript every loop and provider shares.
+
+Blocks are frozen dataclasses. Providers convert them to and from the wire; thinking
+blocks are opaque here and go back to the provider exactly as they came.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+
+@dataclass(frozen=True, slots=True)
+class Text:
+    """Plain text from the user or the model."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """The model asks for a tool to run."""
+
+    id: str
+    """Provider-assigned id; the matching `ToolResult.call_id`."""
+    name: str
+    args: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """The outcome of one `ToolCall`, sent back in the next user message."""
+
+    call_id: str
+    content: str
+    is_error: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Thinking:
+    """The model's visible reasoning. Opaque: echoed back byte for byte with its signature."""
+
+    text: str
+    signature: str
+
+
+@dataclass(frozen=True, slots=True)
+class RedactedThinking:
+    """Encrypted reasoning. Opaque: echoed back byte for byte."""
+
+    data: str
+
+
+Block = Text | ToolCall | ToolResult | Thinking | RedactedThinking
+Role = Literal["user", "assistant"]
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One turn of the transcript."""
+
+    role: Role
+    content: tuple[Block, ...]
+
+    @classmethod
+    def user(cls, text: str) -> Message:
+        """A user turn holding one text block."""
+        return cls("user", (Text(text),))
+
+    @classmethod
+    def assistant(cls, text: str) -> Message:
+        """An assistant turn holding one text block."""
+        return cls("assistant", (Text(text),))
+
+    @property
+    def text(self) -> str:
+        """The text blocks joined with newlines (thinking and tool blocks left out)."""
+        return "\n".join(b.text for b in self.content if type(b) is Text)
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        """The tool calls of this turn, in the order the model asked for them."""
+        return [b for b in self.content if type(b) is ToolCall]
+
+    @property
+    def tool_results(self) -> list[ToolResult]:
+        """The tool results carried by this turn."""
+        return [b for b in self.content if type(b) is ToolResult]
+
+
+def block_to_dict(block: Block) -> dict[str, Any]:
+    """A JSON-ready dict for a block (used by checkpoints and event sinks)."""
+    if type(block) is Text:
+        return {"type": "text", "text": block.text}
+    if type(block) is ToolCall:
+        return {"type": "tool_call", "id": block.id, "name": block.name, "args": block.args}
+    if type(block) is ToolResult:
+        return {
+            "type": "tool_result",
+            "call_id": block.call_id,
+            "content": block.content,
+            "is_error": block.is_error,
+        }
+    if type(block) is Thinking:
+        return {"type": "thinking", "text": block.text, "signature": block.signature}
+    if type(block) is RedactedThinking:
+        return {"type": "redacted_thinking", "data": block.data}
+    raise TypeError(f"not a message block: {block!r}")
+
+
+def block_from_dict(data: dict[str, Any]) -> Block:
+    """The inverse of `block_to_dict`."""
+    kind = data.get("type")
+    if kind == "text":
+        return Text(data["text"])
+    if kind == "tool_call":
+        return ToolCall(data["id"], data["name"], dict(data["args"]))
+    if kind == "tool_result":
+        return ToolResult(data["call_id"], data["content"], bool(data.get("is_error", False)))
+    if kind == "thinking":
+        return Thinking(data["text"], data["signature"])
+    if kind == "redacted_thinking":
+        return RedactedThinking(data["data"])
+    raise ValueError(f"unknown block type {kind!r}")
+
+
+def message_to_dict(message: Message) -> dict[str, Any]:
+    """A JSON-ready dict for a message."""
+    return {"role": message.role, "content": [block_to_dict(b) for b in message.content]}
+
+
+def message_from_dict(data: dict[str, Any]) -> Message:
+    """The inverse of `message_to_dict`; raises `ValueError` on a malformed record."""
+    role = data.get("role")
+    if role not in ("user", "assistant"):
+        raise ValueError(f"unknown message role {role!r}")
+    return Message(role, tuple(block_from_dict(b) for b in data["content"]))
+
+
+def validate_transcript(messages: list[Message], *, allow_pending: bool = False) -> None:
+    """Raise `TranscriptError` for a transcript the Anthropic API would reject.
+
+    Checked: it starts with a user turn and roles alternate; no empty text; tool call
+    ids are unique; every tool call is answered by exactly one result in the next user
+    message, with all results before any text and none anywhere else; thinking blocks
+    only in assistant turns and never without their signature. `allow_pending` accepts
+    a last assistant turn whose tool calls are not answered yet (a paused run).
+    """
+    from agentloops.errors import TranscriptError
+
+    if not messages:
+        raise TranscriptError("the transcript is empty")
+    if messages[0].role != "user":
+        raise TranscriptError("message 0: the transcript must start with a user turn")
+    seen: set[str] = set()
+    open_ids: list[str] = []
+    for i, m in enumerate(messages):
+        if i and m.role == messages[i - 1].role:
+            raise TranscriptError(f"message {i}: two {m.role} turns in a row")
+        if not m.content:
+            raise TranscriptError(f"message {i}: no content")
+        for b in m.content:
+            if type(b) is Text and not b.text.strip():
+                raise TranscriptError(f"message {i}: empty text block")
+        if m.role == "user":
+            results = [b for b in m.content if type(b) is ToolResult]
+            if any(type(b) in (ToolCall, Thinking, RedactedThinking) for b in m.content):
+                raise TranscriptError(f"message {i}: tool calls or thinking in a user turn")
+            if any(type(b) is not ToolResult for b in m.content[: len(results)]):
+                raise TranscriptError(f"message {i}: text before tool results")
+            answered = [r.call_id for r in results]
+            if answered != list(dict.fromkeys(answered)):
+                raise TranscriptError(f"message {i}: a tool call is answered twice")
+            if set(answered) != set(open_ids):
+                missing = sorted(set(open_ids) - set(answered))
+                extra = sorted(set(answered) - set(open_ids))
+                raise TranscriptError(
+                    f"message {i}: tool results do not match the previous turn's calls "
+                    f"(unanswered: {missing}, unknown: {extra})"
+                )
+            open_ids = []
+        else:
+            if any(type(b) is ToolResult for b in m.content):
+                raise TranscriptError(f"message {i}: tool result in an assistant turn")
+            for b in m.content:
+                if type(b) is Thinking and not b.signature:
+                    raise TranscriptError(f"message {i}: thinking block without its signature")
+            open_ids = [c.id for c in m.tool_calls]
+            for call_id in open_ids:
+                if call_id in seen:
+                    raise TranscriptError(f"message {i}: duplicate tool call id {call_id!r}")
+                seen.add(call_id)
+    if open_ids and not allow_pending:
+        raise TranscriptError(f"message {len(messages) - 1}: tool calls without results")

@@ -1,0 +1,115 @@
+"""The model boundary: one request record, one response record, one Protocol.
+
+Every provider (Claude, an OpenAI-compatible server, a test fake) implements
+`ModelClient.complete`. Loops never see a provider's wire format.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from agentloops.messages import Message
+
+StopReason = Literal[
+    "end_turn",
+    "tool_use",
+    "max_tokens",
+    "refusal",
+    "pause_turn",
+    "stop_sequence",
+    "context_window",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token counts. `input_tokens` is uncached input only; the cache counts are separate."""
+
+    input_tokens: int = 0
+    """Input tokens billed at the full rate (neither read from nor written to the cache)."""
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    """Input tokens served from the prompt cache."""
+    cache_write_tokens: int = 0
+    """Input tokens written to the prompt cache."""
+
+    def __add__(self, other: Usage) -> Usage:
+        if not isinstance(other, Usage):
+            return NotImplemented
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+        )
+
+    @property
+    def total_input_tokens(self) -> int:
+        """All input tokens: uncached, cache read and cache write."""
+        return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+
+    @property
+    def total_tokens(self) -> int:
+        """All input and output tokens."""
+        return self.total_input_tokens + self.output_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """What the model is told about one tool."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class OutputSchema:
+    """Answer with JSON matching this JSON Schema."""
+
+    name: str
+    schema: dict[str, Any]
+
+
+ToolChoice = str
+"""`"auto"`, `"none"`, `"any"`, or the name of one tool the model must call."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    """One call to the model.
+
+    `messages` is the loop's live transcript: loops only ever append to it, so a
+    client that keeps a request beyond `complete` should copy the list.
+    """
+
+    system: str
+    messages: list[Message]
+    tools: list[ToolSpec] = field(default_factory=list)
+    tool_choice: ToolChoice = "auto"
+    max_tokens: int | None = None
+    output: OutputSchema | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ModelResponse:
+    """What the model answered. `output` is the parsed JSON when `request.output` was set."""
+
+    message: Message
+    stop_reason: StopReason
+    usage: Usage = field(default_factory=Usage)
+    model: str = ""
+    output: Any = None
+
+
+@runtime_checkable
+class ModelClient(Protocol):
+    """Anything that can answer a `ModelRequest`.
+
+    A client decides how to obtain structured output (native JSON-schema output, a
+    forced tool, or a prompt) and must pick a mechanism the provider accepts in its
+    current configuration.
+    """
+
+    def complete(self, request: ModelRequest) -> ModelResponse: ...

@@ -1,0 +1,546 @@
+"""ReAct: the model decides after every observation.
+
+One model call per step; the tool calls of a turn run concurrently and their results
+go back in one user message, in the order asked. The loop stops on an answer, at a
+hard step limit, on a spent token budget, when the model repeats itself, or when a
+tool call needs a human.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from agentloops.errors import (
+    AgentLoopsError,
+    ApprovalRequired,
+    BudgetExceeded,
+    ConfigurationError,
+    ModelRefused,
+    OutputTruncated,
+    RunError,
+    RunStalled,
+    StepLimitExceeded,
+)
+from agentloops.events import (
+    ApprovalRequested,
+    EventSink,
+    ModelCallFinished,
+    ModelCallStarted,
+    RunFinished,
+    RunStarted,
+    ToolCallFinished,
+    ToolCallStarted,
+)
+from agentloops.messages import (
+    Message,
+    Text,
+    ToolCall,
+    ToolResult,
+    message_from_dict,
+    message_to_dict,
+    validate_transcript,
+)
+from agentloops.model import ModelClient, ModelRequest, ModelResponse, Usage
+from agentloops.tools import ApprovalPolicy, Tool, ToolOutcome, ToolRegistry
+
+ReActStopReason = Literal[
+    "answered",
+    "max_steps",
+    "budget",
+    "stalled",
+    "approval_required",
+    "refused",
+    "max_tokens",
+    "context_window",
+    "error",
+]
+
+_RAISES: dict[str, type[RunError]] = {
+    "max_steps": StepLimitExceeded,
+    "budget": BudgetExceeded,
+    "stalled": RunStalled,
+    "approval_required": ApprovalRequired,
+    "refused": ModelRefused,
+    "max_tokens": OutputTruncated,
+    "context_window": OutputTruncated,
+    "error": RunError,
+}
+
+_CUT = "not run: your reply was cut off by the output limit before this call was complete"
+_NO_TOOLS = "not run: tools are disabled for this final answer"
+_DENIED = "denied: this call was not approved, so it did not run"
+_FINAL = "The step limit is reached. Answer now from what you have; no more tools."
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReActResult:
+    """What a ReAct run produced. Nothing is lost when it stops short of an answer."""
+
+    answer: str
+    """The last assistant text ("" when the run never answered)."""
+    stop_reason: ReActStopReason
+    messages: list[Message]
+    """The whole transcript, valid to send again (a paused run ends on its pending calls)."""
+    usage: Usage
+    model_calls: int
+    tool_calls: int
+    """Tool calls run (denied or cut calls are not counted)."""
+    steps: int
+    run_id: str
+    detail: str = ""
+    """Why the run stopped, quoting the limit and the observed value."""
+    pending_approvals: list[ToolCall] = field(default_factory=list)
+    """Calls waiting for a human decision (`stop_reason="approval_required"`)."""
+    held_results: list[ToolResult] = field(default_factory=list)
+    """Results of the paused turn's other calls, already run or denied."""
+
+    def raise_for_stop(self) -> None:
+        """Raise the matching `RunError` (with this result) unless the run answered."""
+        if self.stop_reason != "answered":
+            raise _RAISES[self.stop_reason](self.detail or self.stop_reason, result=self)
+
+    def to_state(self) -> dict[str, Any]:
+        """A JSON-ready dict; `ReActResult.from_state` rebuilds it (e.g. in another process)."""
+        return {
+            "answer": self.answer,
+            "stop_reason": self.stop_reason,
+            "messages": [message_to_dict(m) for m in self.messages],
+            "usage": _usage_dict(self.usage),
+            "model_calls": self.model_calls,
+            "tool_calls": self.tool_calls,
+            "steps": self.steps,
+            "run_id": self.run_id,
+            "detail": self.detail,
+            "pending_approvals": [c.id for c in self.pending_approvals],
+            "held_results": [
+                {"call_id": r.call_id, "content": r.content, "is_error": r.is_error}
+                for r in self.held_results
+            ],
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> ReActResult:
+        messages = [message_from_dict(m) for m in state["messages"]]
+        pending_ids = set(state["pending_approvals"])
+        pending = [c for c in messages[-1].tool_calls if c.id in pending_ids] if messages else []
+        return cls(
+            answer=state["answer"],
+            stop_reason=state["stop_reason"],
+            messages=messages,
+            usage=Usage(**state["usage"]),
+            model_calls=state["model_calls"],
+            tool_calls=state["tool_calls"],
+            steps=state["steps"],
+            run_id=state["run_id"],
+            detail=state.get("detail", ""),
+            pending_approvals=pending,
+            held_results=[ToolResult(**r) for r in state["held_results"]],
+        )
+
+
+def _usage_dict(usage: Usage) -> dict[str, int]:
+    return {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cache_read_tokens": usage.cache_read_tokens,
+        "cache_write_tokens": usage.cache_write_tokens,
+    }
+
+
+@dataclass(kw_only=True)
+class _Run:
+    messages: list[Message]
+    run_id: str
+    usage: Usage = field(default_factory=Usage)
+    model_calls: int = 0
+    tool_calls: int = 0
+    steps: int = 0
+    seen_ids: set[str] = field(default_factory=set)
+    last_turn: Any = None
+    repeats: int = 0
+    started: float = field(default_factory=time.perf_counter)
+
+
+class ReActLoop:
+    """Reason, act, observe: one model call per step until the model answers.
+
+    Args:
+        model: any `ModelClient`.
+        tools: a `ToolRegistry`, or `Tool`s and typed functions.
+        system: the system prompt.
+        max_steps: model turns allowed before the run stops with `"max_steps"`.
+        max_parallel_tools: how many tool calls of one turn run at once.
+        max_total_tokens: stop with `"budget"` before a call once this many tokens are spent.
+        max_repeats: stop with `"stalled"` when the same calls get the same results this
+            many turns in a row (`None` turns the guard off).
+        answer_at_limit: at the step limit, make one last call with tools disabled so the
+            run ends with an answer (its `stop_reason` stays `"max_steps"`).
+        max_tokens: output limit per model call (`None`: the client's default).
+        approval: decides each call: "allow", "deny" or "ask". Tools marked
+            `requires_approval=True` always ask unless the policy denies them.
+        on_event: receives every `Event`.
+
+    Example:
+        >>> from agentloops.testing import ScriptedModel
+        >>> ReActLoop(ScriptedModel(["Paris."]), []).run("Capital of France?").answer
+        'Paris.'
+    """
+
+    def __init__(
+        self,
+        model: ModelClient,
+        tools: ToolRegistry | Iterable[Tool | Callable[..., Any]] = (),
+        *,
+        system: str = "",
+        max_steps: int = 20,
+        max_parallel_tools: int = 8,
+        max_total_tokens: int | None = None,
+        max_repeats: int | None = 3,
+        answer_at_limit: bool = False,
+        max_tokens: int | None = None,
+        approval: ApprovalPolicy | None = None,
+        on_event: EventSink | None = None,
+    ):
+        if max_steps < 1:
+            raise ConfigurationError(f"max_steps must be >= 1, got {max_steps}")
+        if max_parallel_tools < 1:
+            raise ConfigurationError(f"max_parallel_tools must be >= 1, got {max_parallel_tools}")
+        if max_total_tokens is not None and max_total_tokens < 1:
+            raise ConfigurationError(f"max_total_tokens must be >= 1, got {max_total_tokens}")
+        if max_repeats is not None and max_repeats < 2:
+            raise ConfigurationError(f"max_repeats must be >= 2 or None, got {max_repeats}")
+        self.model = model
+        self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
+        self.system = system
+        self.max_steps = max_steps
+        self.max_parallel_tools = max_parallel_tools
+        self.max_total_tokens = max_total_tokens
+        self.max_repeats = max_repeats
+        self.answer_at_limit = answer_at_limit
+        self.max_tokens = max_tokens
+        self.approval = approval
+        self.on_event = on_event
+        self._resumed: set[tuple[str, str]] = set()
+
+    def run(self, task: str | Sequence[Message], *, run_id: str | None = None) -> ReActResult:
+        """Run until an answer or a stop. `task` is a question, or a transcript ending on a
+        user turn (for example an earlier result's `messages` plus a new question)."""
+        if isinstance(task, str):
+            messages = [Message.user(task)]
+        else:
+            messages = list(task)
+            validate_transcript(messages)
+            if messages[-1].role != "user":
+                raise ConfigurationError("a transcript passed to run() must end on a user turn")
+        run = _Run(messages=messages, run_id=run_id or uuid.uuid4().hex[:12])
+        run.seen_ids.update(c.id for m in messages for c in m.tool_calls)
+        self._emit_start(run)
+        return self._loop(run)
+
+    def resume(self, result: ReActResult, decisions: dict[str, bool]) -> ReActResult:
+        """Continue a run paused with `"approval_required"`.
+
+        `decisions` maps each pending call id to True (run it, exactly as shown) or False
+        (deny it: the model gets an error result saying so).
+
+        Raises:
+            ConfigurationError: the result is not paused, a decision names no pending call,
+                a pending call has no decision, or this pause was already resumed.
+        """
+        if result.stop_reason != "approval_required":
+            raise ConfigurationError(f"only a paused run can resume, not {result.stop_reason!r}")
+        pending = {c.id: c for c in result.pending_approvals}
+        unknown = sorted(set(decisions) - set(pending))
+        if unknown:
+            raise ConfigurationError(
+                f"no pending call with id {unknown}; pending: {sorted(pending)}"
+            )
+        missing = sorted(set(pending) - set(decisions))
+        if missing:
+            raise ConfigurationError(f"no decision for pending calls {missing}")
+        turn = result.messages[-1]
+        shown = {c.id: c for c in turn.tool_calls}
+        if any(shown.get(i) != c for i, c in pending.items()):
+            raise ConfigurationError("pending calls do not match the transcript's last turn")
+        key = (result.run_id, ",".join(sorted(pending)))
+        if key in self._resumed:
+            raise ConfigurationError(f"run {result.run_id} was already resumed from this pause")
+        self._resumed.add(key)
+        run = _Run(
+            messages=list(result.messages),
+            run_id=result.run_id,
+            usage=result.usage,
+            model_calls=result.model_calls,
+            tool_calls=result.tool_calls,
+            steps=result.steps,
+        )
+        run.seen_ids.update(c.id for m in run.messages for c in m.tool_calls)
+        self._emit_start(run)
+        approved = [c for c in pending.values() if decisions[c.id]]
+        done = {r.call_id: r for r in result.held_results}
+        done.update((r.call_id, r) for r in self._results(run, approved))
+        for c in pending.values():
+            if not decisions[c.id]:
+                done[c.id] = ToolResult(c.id, _DENIED, True)
+        results = [done[c.id] for c in turn.tool_calls]
+        run.messages.append(Message("user", tuple(results)))
+        if self._stalled(run, turn.tool_calls, results):
+            return self._finish(run, "stalled", self._stall_detail())
+        return self._loop(run)
+
+    # -- the loop ------------------------------------------------------------------
+
+    def _loop(self, run: _Run) -> ReActResult:
+        specs = self.tools.specs()
+        while True:
+            if run.steps >= self.max_steps:
+                return self._at_limit(run, specs)
+            if (
+                self.max_total_tokens is not None
+                and run.usage.total_tokens >= self.max_total_tokens
+            ):
+                detail = (
+                    f"max_total_tokens={self.max_total_tokens} reached "
+                    f"after {run.usage.total_tokens} tokens"
+                )
+                return self._finish(run, "budget", detail)
+            response = self._call_model(run, specs, "auto")
+            run.steps += 1
+            message = response.message
+            calls = message.tool_calls
+            reason = response.stop_reason
+            if not calls:
+                run.messages.append(message)
+                if reason == "pause_turn":
+                    continue  # the provider paused a long turn; sending it back continues it
+                return self._finish(run, _answer_reason(reason), f"model stop_reason={reason}")
+            message, calls = _unique_ids(run, message, calls)
+            run.messages.append(message)
+            if reason in ("max_tokens", "context_window", "refusal"):
+                run.messages.append(_unanswered(calls, _CUT))
+                if reason == "refusal":
+                    return self._finish(run, "refused", "model stop_reason=refusal")
+                continue
+            results, pending = self._act(run, calls)
+            if pending:
+                return self._pause(run, pending, results)
+            run.messages.append(Message("user", tuple(results)))
+            if self._stalled(run, calls, results):
+                return self._finish(run, "stalled", self._stall_detail())
+
+    def _act(self, run: _Run, calls: list[ToolCall]) -> tuple[list[ToolResult], list[ToolCall]]:
+        """Results for the calls decided now, and the calls that wait for a human."""
+        if not self._needs_policy(calls):
+            return self._results(run, calls), []
+        decisions = {c.id: self._decide(c) for c in calls}
+        ran = {
+            r.call_id: r
+            for r in self._results(run, [c for c in calls if decisions[c.id] == "allow"])
+        }
+        results = [
+            ran[c.id] if decisions[c.id] == "allow" else ToolResult(c.id, _DENIED, True)
+            for c in calls
+            if decisions[c.id] != "ask"
+        ]
+        return results, [c for c in calls if decisions[c.id] == "ask"]
+
+    def _needs_policy(self, calls: list[ToolCall]) -> bool:
+        if self.approval is not None:
+            return True
+        get = self.tools.get
+        return any((t := get(c.name)) is not None and t.requires_approval for c in calls)
+
+    def _decide(self, call: ToolCall) -> str:
+        decision = self.approval(call) if self.approval is not None else "allow"
+        if decision not in ("allow", "deny", "ask"):
+            raise ConfigurationError(f"approval policy returned {decision!r} for {call.name!r}")
+        t = self.tools.get(call.name)
+        if decision == "allow" and t is not None and t.requires_approval:
+            return "ask"
+        return decision
+
+    def _results(self, run: _Run, calls: list[ToolCall]) -> list[ToolResult]:
+        """Run calls concurrently (bounded); results in the order asked."""
+        run.tool_calls += len(calls)
+        if len(calls) <= 1:  # no pool round trip for the common case
+            outcomes = [self._run_call(run, c) for c in calls]
+        else:
+            workers = min(len(calls), self.max_parallel_tools)
+            with ThreadPoolExecutor(workers, thread_name_prefix="agentloops-react") as pool:
+                futures = [
+                    pool.submit(contextvars.copy_context().run, self._run_call, run, c)
+                    for c in calls
+                ]
+                outcomes = [f.result() for f in futures]
+        return [
+            ToolResult(c.id, o.content, o.is_error) for c, o in zip(calls, outcomes, strict=True)
+        ]
+
+    def _run_call(self, run: _Run, call: ToolCall) -> ToolOutcome:
+        sink = self.on_event
+        if sink is None:
+            return self.tools.call(call.name, call.args)
+        sink(
+            ToolCallStarted(
+                loop="react", run_id=run.run_id, call_id=call.id, name=call.name, args=call.args
+            )
+        )
+        outcome = self.tools.call(call.name, call.args)
+        sink(
+            ToolCallFinished(
+                loop="react", run_id=run.run_id, call_id=call.id, name=call.name, outcome=outcome
+            )
+        )
+        return outcome
+
+    def _call_model(self, run: _Run, specs: list[Any], tool_choice: str) -> ModelResponse:
+        request = ModelRequest(self.system, run.messages, specs, tool_choice, self.max_tokens)
+        sink = self.on_event
+        if sink is not None:
+            sink(
+                ModelCallStarted(
+                    loop="react", run_id=run.run_id, step=run.steps, messages=len(run.messages)
+                )
+            )
+            start = time.perf_counter()
+        try:
+            response = self.model.complete(request)
+        except AgentLoopsError as exc:
+            if exc.result is None:
+                exc.result = self._result(run, "error", f"model call failed: {exc}")
+            raise
+        run.model_calls += 1
+        run.usage = run.usage + response.usage
+        if sink is not None:
+            sink(
+                ModelCallFinished(
+                    loop="react",
+                    run_id=run.run_id,
+                    step=run.steps,
+                    stop_reason=response.stop_reason,
+                    usage=response.usage,
+                    model=response.model,
+                    seconds=time.perf_counter() - start,
+                )
+            )
+        return response
+
+    def _at_limit(self, run: _Run, specs: list[Any]) -> ReActResult:
+        detail = f"max_steps={self.max_steps} reached after {run.steps} steps"
+        if not self.answer_at_limit:
+            return self._finish(run, "max_steps", detail)
+        last = run.messages[-1]
+        run.messages[-1] = Message("user", (*last.content, Text(_FINAL)))
+        response = self._call_model(run, specs, "none")
+        run.messages.append(response.message)
+        if response.message.tool_calls:  # a server that ignores tool_choice="none"
+            run.messages.append(_unanswered(response.message.tool_calls, _NO_TOOLS))
+        return self._finish(run, "max_steps", detail)
+
+    def _stalled(self, run: _Run, calls: list[ToolCall], results: list[ToolResult]) -> bool:
+        if self.max_repeats is None:
+            return False
+        turn = [
+            (c.name, c.args, r.content, r.is_error) for c, r in zip(calls, results, strict=True)
+        ]
+        run.repeats = run.repeats + 1 if turn == run.last_turn else 1
+        run.last_turn = turn
+        return run.repeats >= self.max_repeats
+
+    def _stall_detail(self) -> str:
+        n = self.max_repeats
+        return f"max_repeats={n}: the same calls got the same results {n} turns in a row"
+
+    # -- results and events --------------------------------------------------------
+
+    def _pause(self, run: _Run, pending: list[ToolCall], held: list[ToolResult]) -> ReActResult:
+        if self.on_event is not None:
+            self.on_event(ApprovalRequested(loop="react", run_id=run.run_id, calls=pending))
+        names = ", ".join(c.name for c in pending)
+        detail = f"{len(pending)} tool call(s) wait for approval: {names}"
+        return self._finish(run, "approval_required", detail, pending=pending, held=held)
+
+    def _result(
+        self,
+        run: _Run,
+        stop_reason: ReActStopReason,
+        detail: str,
+        pending: list[ToolCall] | None = None,
+        held: list[ToolResult] | None = None,
+    ) -> ReActResult:
+        last = run.messages[-1]
+        return ReActResult(
+            answer=last.text if last.role == "assistant" else "",
+            stop_reason=stop_reason,
+            messages=run.messages,
+            usage=run.usage,
+            model_calls=run.model_calls,
+            tool_calls=run.tool_calls,
+            steps=run.steps,
+            run_id=run.run_id,
+            detail=detail,
+            pending_approvals=pending or [],
+            held_results=held or [],
+        )
+
+    def _finish(
+        self, run: _Run, stop_reason: ReActStopReason, detail: str, **kw: Any
+    ) -> ReActResult:
+        result = self._result(run, stop_reason, detail, **kw)
+        if self.on_event is not None:
+            self.on_event(
+                RunFinished(
+                    loop="react",
+                    run_id=run.run_id,
+                    stop_reason=stop_reason,
+                    usage=run.usage,
+                    model_calls=run.model_calls,
+                    seconds=time.perf_counter() - run.started,
+                )
+            )
+        return result
+
+    def _emit_start(self, run: _Run) -> None:
+        if self.on_event is not None:
+            self.on_event(RunStarted(loop="react", run_id=run.run_id))
+
+
+def _answer_reason(reason: str) -> ReActStopReason:
+    if reason == "refusal":
+        return "refused"
+    if reason in ("max_tokens", "context_window"):
+        return reason  # type: ignore[return-value]
+    return "answered"
+
+
+def _unanswered(calls: list[ToolCall], why: str) -> Message:
+    return Message("user", tuple(ToolResult(c.id, why, True) for c in calls))
+
+
+def _unique_ids(
+    run: _Run, message: Message, calls: list[ToolCall]
+) -> tuple[Message, list[ToolCall]]:
+    """Give reused call ids a suffix, so every call can be answered (a protocol repair)."""
+    seen = run.seen_ids
+    ids = [c.id for c in calls]
+    if len(set(ids)) == len(ids) and seen.isdisjoint(ids):
+        seen.update(ids)
+        return message, calls
+    blocks: list[Any] = []
+    for b in message.content:
+        if type(b) is ToolCall:
+            new_id, n = b.id, 1
+            while new_id in seen:
+                n += 1
+                new_id = f"{b.id}_{n}"
+            seen.add(new_id)
+            b = ToolCall(new_id, b.name, b.args)
+        blocks.append(b)
+    message = Message("assistant", tuple(blocks))
+    return message, message.tool_calls

@@ -1,0 +1,156 @@
+"""Schema-guided output: ask the model for a pydantic model, validate, retry with the errors.
+
+Every loop fills its plans, routes and verdicts through `ask_structured`, so a
+malformed answer is handled the same way everywhere: the validation errors go back
+to the model, a bounded number of times, then `ModelOutputError` with the last raw output.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+import pydantic
+
+from agentloops.errors import AgentLoopsError, ConfigurationError, ModelOutputError
+from agentloops.events import EventSink, ModelCallFinished, ModelCallStarted
+from agentloops.messages import Message, Text, ToolResult
+from agentloops.model import ModelClient, ModelRequest, ModelResponse, OutputSchema, Usage
+
+T = TypeVar("T", bound=pydantic.BaseModel)
+
+_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StructuredReply(Generic[T]):
+    """A validated value, and what it cost to get it."""
+
+    value: T
+    usage: Usage
+    model_calls: int
+    raw: str
+    """The model's raw output for the accepted answer."""
+
+
+def output_schema(schema: type[pydantic.BaseModel]) -> OutputSchema:
+    """The `OutputSchema` for a pydantic model."""
+    return OutputSchema(schema.__name__, schema.model_json_schema())
+
+
+def ask_structured(
+    model: ModelClient,
+    schema: type[T],
+    prompt: str | list[Message],
+    *,
+    system: str = "",
+    max_retries: int = 2,
+    max_tokens: int | None = None,
+    on_event: EventSink | None = None,
+    loop: str = "structured",
+    run_id: str = "",
+) -> StructuredReply[T]:
+    """Ask `model` for JSON matching `schema`; on failure send the errors back and retry.
+
+    Raises:
+        ModelOutputError: still invalid after `max_retries` retries; carries `.raw`,
+            `.errors`, and `.usage`/`.model_calls` spent so far.
+    """
+    if max_retries < 0:
+        raise ConfigurationError(f"max_retries must be >= 0, got {max_retries}")
+    messages = [Message.user(prompt)] if isinstance(prompt, str) else list(prompt)
+    output = output_schema(schema)
+    usage, calls, raw, errors = Usage(), 0, "", ""
+    for _attempt in range(max_retries + 1):
+        request = ModelRequest(system, messages, [], "auto", max_tokens, output)
+        response = _complete(model, request, on_event, loop, run_id, calls)
+        usage, calls = usage + response.usage, calls + 1
+        raw = _raw(response)
+        try:
+            value = _parse(schema, response)
+        except (pydantic.ValidationError, ValueError) as exc:
+            errors = _errors(exc)
+            messages = [*messages, response.message, _feedback(response.message, errors)]
+            continue
+        return StructuredReply(value=value, usage=usage, model_calls=calls, raw=raw)
+    raise ModelOutputError(
+        f"{schema.__name__}: no valid output after {calls} attempts: {errors}",
+        raw=raw,
+        errors=errors,
+        usage=usage,
+        model_calls=calls,
+    )
+
+
+def _complete(
+    model: ModelClient,
+    request: ModelRequest,
+    on_event: EventSink | None,
+    loop: str,
+    run_id: str,
+    step: int,
+) -> ModelResponse:
+    if on_event is None:
+        return model.complete(request)
+    on_event(ModelCallStarted(loop=loop, run_id=run_id, step=step, messages=len(request.messages)))
+    start = time.perf_counter()
+    try:
+        response = model.complete(request)
+    except AgentLoopsError:
+        raise
+    on_event(
+        ModelCallFinished(
+            loop=loop,
+            run_id=run_id,
+            step=step,
+            stop_reason=response.stop_reason,
+            usage=response.usage,
+            model=response.model,
+            seconds=time.perf_counter() - start,
+        )
+    )
+    return response
+
+
+def _raw(response: ModelResponse) -> str:
+    if response.output is not None:
+        return json.dumps(response.output, default=str)
+    return response.message.text
+
+
+def _parse(schema: type[T], response: ModelResponse) -> T:
+    if response.stop_reason == "refusal":
+        raise ValueError("the model refused to answer")
+    if response.output is not None:
+        return schema.model_validate(response.output)
+    text = response.message.text.strip()
+    fenced = _FENCE.match(text)
+    if fenced:
+        text = fenced.group(1)
+    elif not text.startswith("{") and "{" in text:
+        text = text[text.index("{") : text.rindex("}") + 1]
+    if not text:
+        raise ValueError("the reply held no JSON")
+    return schema.model_validate_json(text)
+
+
+def _errors(exc: Exception) -> str:
+    if isinstance(exc, pydantic.ValidationError):
+        return "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}"
+            for e in exc.errors(include_url=False)
+        )
+    return str(exc)
+
+
+def _feedback(reply: Message, errors: str) -> Message:
+    """The user turn that sends the errors back; answers any tool call so the turn is valid."""
+    note = (
+        f"That output did not validate: {errors}. "
+        "Reply again with only a JSON object that matches the schema."
+    )
+    results = tuple(ToolResult(c.id, note, True) for c in reply.tool_calls)
+    return Message("user", (*results, Text(note)))

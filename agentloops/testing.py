@@ -1,0 +1,206 @@
+"""Test doubles for agents: a scripted model, a function model, and response builders.
+
+Both fakes check every request against the Anthropic transcript rules, so any test
+that drives a loop through them is also a protocol test. They also check that the
+assistant turns they returned come back unaltered (thinking blocks included).
+
+Example:
+    >>> from agentloops import ReActLoop, tool
+    >>> from agentloops.testing import ScriptedModel, use_tools
+    >>> @tool
+    ... def add(a: int, b: int) -> int:
+    ...     '''Add two integers.'''
+    ...     return a + b
+    >>> model = ScriptedModel([use_tools(("add", {"a": 2, "b": 3})), "5"])
+    >>> ReActLoop(model, [add]).run("What is 2 + 3?").answer
+    '5'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from agentloops.errors import AgentLoopsError, TranscriptError
+from agentloops.messages import (
+    Message,
+    RedactedThinking,
+    Text,
+    Thinking,
+    ToolCall,
+    validate_transcript,
+)
+from agentloops.model import ModelRequest, ModelResponse, StopReason, Usage
+
+__all__ = [
+    "FunctionModel",
+    "ScriptExhausted",
+    "ScriptedModel",
+    "respond",
+    "respond_structured",
+    "use_tools",
+    "validate_transcript",
+]
+
+_ids = itertools.count(1)
+
+ScriptItem = ModelResponse | str | Exception | Callable[[ModelRequest], ModelResponse | str]
+
+
+class ScriptExhausted(AgentLoopsError, AssertionError):
+    """The scripted model was called more often than its script allows."""
+
+
+def respond(
+    text: str,
+    *,
+    usage: Usage | None = None,
+    stop_reason: StopReason = "end_turn",
+    thinking: Thinking | RedactedThinking | None = None,
+) -> ModelResponse:
+    """A plain text answer."""
+    blocks = (thinking, Text(text)) if thinking else (Text(text),)
+    return ModelResponse(Message("assistant", blocks), stop_reason, usage or Usage(), "scripted")
+
+
+def use_tools(
+    *calls: ToolCall | tuple[str, dict[str, Any]],
+    text: str | None = None,
+    usage: Usage | None = None,
+    thinking: Thinking | RedactedThinking | None = None,
+    stop_reason: StopReason = "tool_use",
+) -> ModelResponse:
+    """A turn that calls tools; `(name, args)` tuples get fresh unique ids."""
+    blocks: list[Any] = [thinking] if thinking else []
+    if text:
+        blocks.append(Text(text))
+    for call in calls:
+        if isinstance(call, ToolCall):
+            blocks.append(call)
+        else:
+            name, args = call
+            blocks.append(ToolCall(f"toolu_scripted_{next(_ids)}", name, dict(args)))
+    return ModelResponse(
+        Message("assistant", tuple(blocks)), stop_reason, usage or Usage(), "scripted"
+    )
+
+
+def respond_structured(data: Any, *, usage: Usage | None = None) -> ModelResponse:
+    """A structured answer: `.output` is `data` (a dict, or a pydantic model's dump)."""
+    if hasattr(data, "model_dump"):
+        data = data.model_dump(mode="json")
+    message = Message("assistant", (Text(json.dumps(data)),))
+    return ModelResponse(message, "end_turn", usage or Usage(), "scripted", output=data)
+
+
+class FunctionModel:
+    """A `ModelClient` whose answers come from `fn(request)`.
+
+    Records every request in `.requests` (with a copy of its messages) and, unless
+    `validate=False`, raises `TranscriptError` for a request the API would reject.
+    Thread-safe.
+    """
+
+    def __init__(self, fn: Callable[[ModelRequest], ModelResponse | str], *, validate: bool = True):
+        self.fn = fn
+        self.validate = validate
+        self.requests: list[ModelRequest] = []
+        self._lock = threading.Lock()
+        self._returned: dict[str, Message] = {}
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        if self.validate:
+            self._check(request)
+        with self._lock:
+            self.requests.append(dataclasses.replace(request, messages=list(request.messages)))
+        response = self._answer(request)
+        if isinstance(response, str):
+            response = respond(response)
+        self._remember(response.message)
+        return response
+
+    def _answer(self, request: ModelRequest) -> ModelResponse | str:
+        return self.fn(request)
+
+    @property
+    def calls(self) -> int:
+        """How many requests were made."""
+        return len(self.requests)
+
+    def _check(self, request: ModelRequest) -> None:
+        validate_transcript(request.messages)
+        for i, m in enumerate(request.messages):
+            if m.role != "assistant":
+                continue
+            for key in _keys(m):
+                original = self._returned.get(key)
+                if original is not None and original != m:
+                    raise TranscriptError(
+                        f"message {i}: an assistant turn was altered or lost blocks "
+                        "before being sent back (thinking must be echoed unchanged)"
+                    )
+
+    def _remember(self, message: Message) -> None:
+        ids = [c.id for c in message.tool_calls]
+        if len(ids) != len(set(ids)):
+            return  # a malformed turn the loop will repair; nothing reliable to compare
+        with self._lock:
+            for key in _keys(message):
+                self._returned[key] = message
+
+
+def _keys(message: Message) -> list[str]:
+    keys = []
+    for b in message.content:
+        if type(b) is ToolCall:
+            keys.append("call:" + b.id)
+        elif type(b) is Thinking:
+            keys.append("sig:" + b.signature)
+        elif type(b) is RedactedThinking:
+            keys.append("red:" + b.data)
+    return keys
+
+
+class ScriptedModel(FunctionModel):
+    """A `ModelClient` that answers from a script, one item per call.
+
+    Items: a `ModelResponse`; a `str` (a plain text answer); an `Exception` (raised);
+    or a callable taking the request and returning either. Raises `ScriptExhausted`
+    when called once too often; `assert_complete()` checks every item was used.
+    """
+
+    def __init__(self, script: list[ScriptItem], *, validate: bool = True):
+        super().__init__(self._next, validate=validate)
+        self.script = list(script)
+        self._position = 0
+
+    def _next(self, request: ModelRequest) -> ModelResponse | str:
+        with self._lock:
+            if self._position >= len(self.script):
+                raise ScriptExhausted(
+                    f"the script has {len(self.script)} items and all were used; "
+                    f"call {self._position + 1} was not expected"
+                )
+            item = self.script[self._position]
+            self._position += 1
+        if isinstance(item, Exception):
+            raise item
+        if callable(item) and not isinstance(item, ModelResponse):
+            return item(request)
+        return item
+
+    @property
+    def remaining(self) -> int:
+        """Items not used yet."""
+        return len(self.script) - self._position
+
+    def assert_complete(self) -> None:
+        """Raise `AssertionError` unless every scripted item was used."""
+        if self.remaining:
+            raise AssertionError(
+                f"{self.remaining} of {len(self.script)} scripted responses were never used"
+            )

@@ -9,8 +9,8 @@ tool call needs a human.
 from __future__ import annotations
 
 import contextvars
+import os
 import time
-import uuid
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -238,7 +238,7 @@ class ReActLoop:
             validate_transcript(messages)
             if messages[-1].role != "user":
                 raise ConfigurationError("a transcript passed to run() must end on a user turn")
-        run = _Run(messages=messages, run_id=run_id or uuid.uuid4().hex[:12])
+        run = _Run(messages=messages, run_id=run_id or os.urandom(6).hex())
         run.seen_ids.update(c.id for m in messages for c in m.tool_calls)
         self._emit_start(run)
         return self._loop(run)
@@ -298,6 +298,8 @@ class ReActLoop:
 
     def _loop(self, run: _Run) -> ReActResult:
         specs = self.tools.specs()
+        # One request serves every step: its `messages` is the live transcript.
+        request = ModelRequest(self.system, run.messages, specs, "auto", self.max_tokens)
         while True:
             if run.steps >= self.max_steps:
                 return self._at_limit(run, specs)
@@ -310,7 +312,7 @@ class ReActLoop:
                     f"after {run.usage.total_tokens} tokens"
                 )
                 return self._finish(run, "budget", detail)
-            response = self._call_model(run, specs, "auto")
+            response = self._call_model(run, request)
             run.steps += 1
             message = response.message
             calls = message.tool_calls
@@ -354,7 +356,11 @@ class ReActLoop:
         if self.approval is not None:
             return True
         get = self.tools.get
-        return any((t := get(c.name)) is not None and t.requires_approval for c in calls)
+        for c in calls:  # a plain loop: a generator here costs more than the check
+            t = get(c.name)
+            if t is not None and t.requires_approval:
+                return True
+        return False
 
     def _decide(self, call: ToolCall) -> str:
         decision = self.approval(call) if self.approval is not None else "allow"
@@ -368,6 +374,9 @@ class ReActLoop:
     def _results(self, run: _Run, calls: list[ToolCall]) -> list[ToolResult]:
         """Run calls concurrently (bounded); results in the order asked."""
         run.tool_calls += len(calls)
+        if len(calls) == 1:  # the common case: one call runs inline, without lists or a pool
+            o = self._run_call(run, calls[0])
+            return [ToolResult(calls[0].id, o.content, o.is_error)]
         if len(calls) <= 1:  # no pool round trip for the common case
             outcomes = [self._run_call(run, c) for c in calls]
         else:
@@ -399,8 +408,7 @@ class ReActLoop:
         )
         return outcome
 
-    def _call_model(self, run: _Run, specs: list[Any], tool_choice: str) -> ModelResponse:
-        request = ModelRequest(self.system, run.messages, specs, tool_choice, self.max_tokens)
+    def _call_model(self, run: _Run, request: ModelRequest) -> ModelResponse:
         sink = self.on_event
         if sink is not None:
             sink(
@@ -437,7 +445,8 @@ class ReActLoop:
             return self._finish(run, "max_steps", detail)
         last = run.messages[-1]
         run.messages[-1] = Message("user", (*last.content, Text(_FINAL)))
-        response = self._call_model(run, specs, "none")
+        final = ModelRequest(self.system, run.messages, specs, "none", self.max_tokens)
+        response = self._call_model(run, final)
         run.messages.append(response.message)
         if response.message.tool_calls:  # a server that ignores tool_choice="none"
             run.messages.append(_unanswered(response.message.tool_calls, _NO_TOOLS))
@@ -528,6 +537,9 @@ def _unique_ids(
 ) -> tuple[Message, list[ToolCall]]:
     """Give reused call ids a suffix, so every call can be answered (a protocol repair)."""
     seen = run.seen_ids
+    if len(calls) == 1 and calls[0].id not in seen:  # the common case, without a set
+        seen.add(calls[0].id)
+        return message, calls
     ids = [c.id for c in calls]
     if len(set(ids)) == len(ids) and seen.isdisjoint(ids):
         seen.update(ids)

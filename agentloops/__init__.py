@@ -64,7 +64,7 @@ from agentloops.react import ReActLoop, ReActResult
 from agentloops.structured import StructuredReply, ask_structured, output_schema
 from agentloops.tools import ApprovalPolicy, Decision, Tool, ToolOutcome, ToolRegistry, tool
 
-if _typing.TYPE_CHECKING:
+if _typing.TYPE_CHECKING:  # pragma: no cover
     from agentloops.providers.anthropic import AnthropicModel
 
 _LAZY = {"AnthropicModel": "agentloops.providers.anthropic"}

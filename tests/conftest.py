@@ -10,6 +10,7 @@ Routes still receive and return `httpx.Request`/`httpx.Response` objects.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import ClassVar
 
 import pytest
 import respx
@@ -21,7 +22,7 @@ if "httpcore2" not in Mocker.registry:
 
     class _HTTPCore2Mocker(HTTPCoreMocker):
         name = "httpcore2"
-        targets = [  # noqa: RUF012 (respx reads this class attribute)
+        targets: ClassVar[list[str]] = [
             "httpcore2._sync.connection.HTTPConnection",
             "httpcore2._sync.connection_pool.ConnectionPool",
             "httpcore2._sync.http_proxy.HTTPProxy",

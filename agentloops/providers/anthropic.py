@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentloops.errors import ConfigurationError, ModelError
 from agentloops.messages import (
@@ -68,7 +68,7 @@ class AnthropicModel:
         *,
         client: anthropic.Anthropic | None = None,
         max_tokens: int = 4096,
-        thinking: str | dict[str, Any] | None = "adaptive",
+        thinking: Literal["adaptive"] | dict[str, Any] | None = "adaptive",
         cache: bool = True,
     ):
         if max_tokens < 1:

@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+BENCH_STAMP := $(VENV)/.installed-bench
 
 .PHONY: test lint typecheck unit demo bench docs clean
 
@@ -15,8 +16,8 @@ $(STAMP): pyproject.toml
 test: $(STAMP) lint typecheck unit
 
 lint: $(STAMP)
-	$(BIN)/ruff check agentloops tests
-	$(BIN)/ruff format --check agentloops tests
+	$(BIN)/ruff check agentloops tests bench
+	$(BIN)/ruff format --check agentloops tests bench
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -26,6 +27,14 @@ unit: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/python examples/react_quickstart.py
+
+# Benchmarks need the peers and matplotlib (the `bench` extra); they are scripts, not tests.
+$(BENCH_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '.[bench]'
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
+	$(BIN)/python bench/run_all.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .coverage

@@ -377,7 +377,7 @@ class ReActLoop:
         if len(calls) == 1:  # the common case: one call runs inline, without lists or a pool
             o = self._run_call(run, calls[0])
             return [ToolResult(calls[0].id, o.content, o.is_error)]
-        if len(calls) <= 1:  # no pool round trip for the common case
+        if len(calls) <= 1:  # no call to run: all were denied or wait for approval
             outcomes = [self._run_call(run, c) for c in calls]
         else:
             workers = min(len(calls), self.max_parallel_tools)

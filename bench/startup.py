@@ -1,0 +1,131 @@
+"""Import cost: `import agentloops` against a bare interpreter, pydantic alone, and the peers.
+
+Every sample is a fresh interpreter that times its own import statement and reports its
+peak RSS; cases are interleaved round by round and the median is kept. The same child
+run lists the heavy modules `import agentloops` left in `sys.modules`: provider SDKs
+and optional backends must load only when their client or feature is built.
+
+    python bench/startup.py [--runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import statistics
+import subprocess
+import sys
+import time
+
+from machine import describe
+
+CASES = {
+    "bare interpreter": ("pass", None),
+    "pydantic (BaseModel)": ("from pydantic import BaseModel", "pydantic"),
+    "agentloops": ("import agentloops", "agentloops"),
+    "langgraph (StateGraph)": ("from langgraph.graph import StateGraph", "langgraph"),
+    "langchain create_agent": ("from langchain.agents import create_agent", "langchain"),
+    "pydantic-ai (Agent)": ("from pydantic_ai import Agent", "pydantic_ai"),
+}
+HEAVY = (
+    "anthropic",
+    "httpx",
+    "httpcore",
+    "openai",
+    "opentelemetry",
+    "distributed",
+    "dask",
+    "numpy",
+    "langchain_core",
+    "langgraph",
+    "pydantic_ai",
+    "matplotlib",
+)
+"""Modules `import agentloops` must not load (provider SDKs, optional backends, peers)."""
+TARGET_MS, TARGET_MB = 150.0, 40.0
+
+CHILD = """
+import json, resource, sys, time
+start = time.perf_counter()
+{statement}
+seconds = time.perf_counter() - start
+heavy = sorted({{m.split(".")[0] for m in sys.modules}} & set({heavy!r}))
+rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({{"import_ms": seconds * 1e3, "rss_mb": rss_kb / 1024, "heavy": heavy}}))
+"""
+
+
+def sample(statement: str) -> dict[str, object]:
+    start = time.perf_counter()
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD.format(statement=statement, heavy=HEAVY)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    result: dict[str, object] = json.loads(out.stdout)
+    result["process_ms"] = (time.perf_counter() - start) * 1e3
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    cases = {}
+    for name, (statement, module) in CASES.items():
+        if module is None or importlib.util.find_spec(module) is not None:
+            cases[name] = statement
+        else:
+            print(f"skip {name}: {module} is not installed (pip install -e '.[bench]')")
+    print(describe(), "\n")
+    for statement in cases.values():
+        sample(statement)  # warm the file cache and byte-code
+    samples: dict[str, list[dict[str, object]]] = {name: [] for name in cases}
+    for _ in range(args.runs):
+        for name, statement in cases.items():
+            samples[name].append(sample(statement))
+
+    def median(name: str, key: str) -> float:
+        return statistics.median(float(s[key]) for s in samples[name])
+
+    bare_ms, bare_mb = (
+        median("bare interpreter", "process_ms"),
+        median("bare interpreter", "rss_mb"),
+    )
+    print("| import | import time (ms) | whole process (ms) | peak RSS (MB) | RSS over bare (MB) |")
+    print("|---|---|---|---|---|")
+    for name, statement in cases.items():
+        print(
+            f"| `{statement}` | {median(name, 'import_ms'):,.0f} | "
+            f"{median(name, 'process_ms'):,.0f} | {median(name, 'rss_mb'):,.1f} | "
+            f"{median(name, 'rss_mb') - bare_mb:+,.1f} |"
+        )
+    print(f"\nmedian of {args.runs} fresh interpreters each; bare process: {bare_ms:,.0f} ms.")
+    al_ms, al_mb = median("agentloops", "import_ms"), median("agentloops", "rss_mb")
+    heavy = sorted({m for s in samples["agentloops"] for m in s["heavy"]})
+    print("\n| check | measured | target | met |\n|---|---|---|---|")
+    print(
+        f"| `import agentloops` time | {al_ms:,.0f} ms | < {TARGET_MS:.0f} ms | "
+        f"{'yes' if al_ms < TARGET_MS else '**no**'} |"
+    )
+    print(
+        f"| `import agentloops` peak RSS | {al_mb:,.1f} MB | < {TARGET_MB:.0f} MB | "
+        f"{'yes' if al_mb < TARGET_MB else '**no**'} |"
+    )
+    print(
+        f"| heavy modules after `import agentloops` | {', '.join(heavy) or 'none'} | none | "
+        f"{'no' if heavy else 'yes'} |"
+    )
+    print(f"\nchecked for: {', '.join(HEAVY)}")
+    if "pydantic (BaseModel)" in cases:
+        share = median("pydantic (BaseModel)", "import_ms")
+        print(
+            f"pydantic alone: {share:,.0f} ms of the {al_ms:,.0f} ms (tools and structured "
+            "output need it: it is a core dependency)."
+        )
+
+
+if __name__ == "__main__":
+    main()

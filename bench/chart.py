@@ -27,7 +27,7 @@ def draw(results: dict[str, Any], path: Path) -> str:
             xs, ys = zip(*points, strict=True)
             ax.plot(xs, ys, marker="o", label=name)
             ax.annotate(
-                f"{ys[-1]:,.0f}",
+                f"{ys[-1]:,.1f}" if ys[-1] < 100 else f"{ys[-1]:,.0f}",
                 (xs[-1], ys[-1]),
                 textcoords="offset points",
                 xytext=(6, -3),
@@ -37,7 +37,7 @@ def draw(results: dict[str, Any], path: Path) -> str:
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("run length (tool steps)")
-    ax.set_ylabel("overhead per step (us, best run)")
+    ax.set_ylabel("CPU time per step (us, best run)")
     ax.set_title("ReAct loop overhead per step, zero-latency model")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)

@@ -9,6 +9,7 @@ peer is not installed.
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -93,6 +94,21 @@ PEERS: dict[str, Callable[[int], Runner]] = {
     "pydantic-ai": prepare_pydantic_ai,
 }
 MODULES = {"langgraph": ("langgraph", "langchain_core"), "pydantic-ai": ("pydantic_ai",)}
+DISTRIBUTIONS = {
+    "langgraph": ("langgraph", "langchain", "langchain-core"),
+    "pydantic-ai": ("pydantic-ai-slim",),
+}
+
+
+def versions(peer: str) -> str:
+    """The installed versions a peer's figures belong to."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = []
+    for dist in DISTRIBUTIONS[peer]:
+        with contextlib.suppress(PackageNotFoundError):  # langchain is optional
+            found.append(f"{dist} {version(dist)}")
+    return ", ".join(found)
 
 
 def missing(peer: str) -> str | None:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from chart import draw
 from machine import describe
-from peers import PEERS, missing
+from peers import PEERS, missing, versions
 from plain_loop import PlainModel, plain_loop, plain_script
 
 from agentloops import Message, ModelRequest, ModelResponse, ReActLoop, ToolCall, Usage, tool
@@ -197,13 +197,14 @@ def main() -> None:
         "plain loop": prepare_plain,
         "agentloops": prepare_agentloops,
     }
+    print(describe(), "\n")
     for peer, prepare in PEERS.items():
         why = "skipped (--no-peers)" if args.no_peers else missing(peer)
         if why:
             print(f"skip {peer}: {why}")
         else:
             contenders[peer] = prepare
-    print(describe(), "\n")
+            print(f"peer {peer}: {versions(peer)}")
     results = measure(contenders, args.quick)
     print("\n".join(report(results)))
     args.json.parent.mkdir(exist_ok=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -56,6 +57,11 @@ print(json.dumps({{"import_ms": seconds * 1e3, "rss_mb": rss_kb / 1024, "heavy":
 """
 
 
+# Byte-code is cached as after a pip install: some machines set PYTHONDONTWRITEBYTECODE,
+# which would make every child compile the (editable) package from source again.
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def sample(statement: str) -> dict[str, object]:
     start = time.perf_counter()
     out = subprocess.run(
@@ -63,6 +69,7 @@ def sample(statement: str) -> dict[str, object]:
         capture_output=True,
         text=True,
         check=True,
+        env=ENV,
     )
     result: dict[str, object] = json.loads(out.stdout)
     result["process_ms"] = (time.perf_counter() - start) * 1e3

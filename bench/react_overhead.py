@@ -3,10 +3,11 @@
 The model answers instantly from prebuilt replies and the tool is trivial, so what is
 timed is the loop itself. A run is N tool steps then one answer; per step = run time / N.
 Loops, registries and replies are built outside the timing; contenders are interleaved
-in every round so machine noise hits them alike. Peak memory per step comes from a
+in every round so machine noise hits them alike, and the clock is the process's CPU time
+so another process taking the core does not count. Peak memory per step comes from a
 separate tracemalloc pass, so tracing does not distort the timings.
 
-    python bench/react_overhead.py            # full run (about 2 minutes with peers)
+    python bench/react_overhead.py            # full run (about a minute with peers)
     python bench/react_overhead.py --quick    # fewer rounds, peers at 10 and 100 steps
 """
 

@@ -4,6 +4,7 @@ Import what you need from here: `from agentloops import ReActLoop, tool`.
 Importing has no side effects and does not import any provider SDK.
 """
 
+from agentloops.checkpoint import Checkpointer, MemoryCheckpointer, SQLiteCheckpointer
 from agentloops.errors import (
     AgentLoopsError,
     ApprovalRequired,
@@ -21,6 +22,7 @@ from agentloops.errors import (
     ToolStepFailed,
     TranscriptError,
 )
+from agentloops.evaluator import Evaluator, Verdict
 from agentloops.events import (
     ApprovalRequested,
     Event,
@@ -57,7 +59,9 @@ from agentloops.model import (
     ToolSpec,
     Usage,
 )
+from agentloops.plan_execute import Plan, PlanAndExecute, PlanExecuteResult, PlanStep
 from agentloops.react import ReActLoop, ReActResult
+from agentloops.router import RouteDecision, Router
 from agentloops.structured import StructuredReply, ask_structured, output_schema
 from agentloops.tools import ApprovalPolicy, Decision, Tool, ToolOutcome, ToolRegistry, tool
 
@@ -69,11 +73,14 @@ __all__ = [
     "Block",
     "BudgetExceeded",
     "CheckpointError",
+    "Checkpointer",
     "ConfigurationError",
     "Decision",
+    "Evaluator",
     "Event",
     "EventSink",
     "JSONLSink",
+    "MemoryCheckpointer",
     "Message",
     "ModelCallFinished",
     "ModelCallStarted",
@@ -85,16 +92,23 @@ __all__ = [
     "ModelResponse",
     "OutputSchema",
     "OutputTruncated",
+    "Plan",
+    "PlanAndExecute",
+    "PlanExecuteResult",
     "PlanMade",
+    "PlanStep",
     "PlanValidationError",
     "ReActLoop",
     "ReActResult",
     "RedactedThinking",
     "Replanned",
+    "RouteDecision",
+    "Router",
     "RunError",
     "RunFinished",
     "RunStalled",
     "RunStarted",
+    "SQLiteCheckpointer",
     "StepFinished",
     "StepLimitExceeded",
     "StepStarted",
@@ -113,6 +127,7 @@ __all__ = [
     "ToolStepFailed",
     "TranscriptError",
     "Usage",
+    "Verdict",
     "ask_structured",
     "event_to_dict",
     "output_schema",

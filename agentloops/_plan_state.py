@@ -269,7 +269,10 @@ def _step_text(react: ReActResult) -> str:
     """The step's finding; a step that stopped short says so, with its last observations."""
     if react.stop_reason == "answered":
         return react.answer.strip() or "(the step gave no answer)"
-    parts = [f"[incomplete: {react.detail or react.stop_reason}]"]
+    why = react.detail or react.stop_reason
+    if react.stop_reason == "max_steps":  # in this loop's terms, not the inner ReAct's
+        why = f"max_step_iterations={react.steps} reached before the step was done"
+    parts = [f"[incomplete: {why}]"]
     if react.answer.strip():
         parts.append(react.answer.strip())
     last = react.messages[-1]

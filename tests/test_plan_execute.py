@@ -182,6 +182,15 @@ def test_a_step_at_its_limit_is_incomplete_and_the_run_goes_on() -> None:
     assert model.calls == 5
 
 
+def test_a_refusing_step_is_incomplete_and_keeps_its_words() -> None:
+    model = ScriptedModel(
+        [plan_of("one", "two"), respond("I won't do that.", stop_reason="refusal"), "2", "r"]
+    )
+    result = PlanAndExecute(model).run("t")
+    assert result.step_status == ["incomplete", "done"]
+    assert result.step_results[0] == "[incomplete: model stop_reason=refusal] I won't do that."
+
+
 @pytest.mark.parametrize(
     ("steps", "problems"),
     [

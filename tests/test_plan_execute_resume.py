@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from agentloops import (
+    ApprovalRequired,
     CheckpointError,
     ConfigurationError,
     MemoryCheckpointer,
@@ -114,6 +115,8 @@ def test_a_model_error_carries_the_partial_result_and_resume_continues() -> None
     assert partial.step_status == ["done", "pending", "pending"]
     assert partial.step_results == ["found a", "", ""]
     assert "overloaded" in partial.detail
+    with pytest.raises(ConfigurationError, match="not waiting for approval"):
+        agent.resume("r", {"call": True})
     model.script += ["found b", "found c", "report"]
     result = agent.resume("r")
     assert result.step_results == ["found a", "found b", "found c"]
@@ -189,12 +192,15 @@ def test_unknown_existing_and_unreadable_runs() -> None:
     store.save("newer", {**state, "format": 2})
     store.save("alien", {"format": 1, "kind": "something else"})
     store.save("broken", {**state, "steps": "not a list"})
+    store.save("short", {**state, "steps": state["steps"][:1]})
     for run_id, message in [("newer", "format 2 is newer"), ("alien", "not a Plan-and-Execute")]:
         with pytest.raises(CheckpointError, match=message):
             agent.resume(run_id)
     with pytest.raises(CheckpointError, match=r"'broken'.*malformed") as caught:
         agent.resume("broken")
     assert caught.value.run_id == "broken"
+    with pytest.raises(CheckpointError, match="steps do not match the plan"):
+        agent.resume("short")
     with pytest.raises(ConfigurationError, match="finished"):
         agent.resume("done", {"call": True})
 
@@ -226,6 +232,9 @@ def test_a_step_waiting_for_approval_pauses_the_run_and_resumes_elsewhere(tmp_pa
     assert calls(log) == {"fetch:a": 1, "fetch:z": 1}  # the allowed call ran; publish waits
     fresh = PlanAndExecute(ScriptedModel([]), make_tools(log), checkpointer=SQLiteCheckpointer(db))
     assert fresh.status("pub").pending_approvals == [call]
+    with pytest.raises(ApprovalRequired) as caught:
+        paused.raise_for_stop()
+    assert caught.value.result is paused
     with pytest.raises(ConfigurationError, match="waits for decisions"):
         fresh.resume("pub")
     with pytest.raises(ConfigurationError, match="waits for decisions"):

@@ -25,6 +25,8 @@ StepStatus = Literal["pending", "done", "incomplete", "paused"]
 class PlanStep(pydantic.BaseModel):
     """One step of a plan, as the planner writes it."""
 
+    model_config = pydantic.ConfigDict(defer_build=True)  # built on first use: fast import
+
     step_number: int = pydantic.Field(description="1, 2, 3, ... in the order to run")
     description: str = pydantic.Field(description="what this step must find out or do")
     tool_hint: str | None = pydantic.Field(
@@ -35,11 +37,15 @@ class PlanStep(pydantic.BaseModel):
 class Plan(pydantic.BaseModel):
     """The planner's answer: the steps to run, in order."""
 
+    model_config = pydantic.ConfigDict(defer_build=True)
+
     steps: list[PlanStep]
 
 
 class PlanRevision(pydantic.BaseModel):
     """The replanner's answer: keep the remaining steps, or replace them."""
+
+    model_config = pydantic.ConfigDict(defer_build=True)
 
     revise: bool = pydantic.Field(description="true to replace the remaining steps")
     steps: list[PlanStep] = pydantic.Field(

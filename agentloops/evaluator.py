@@ -40,6 +40,8 @@ class Verdict(pydantic.BaseModel):
     reprs and equality, so `Verdict("pass", ["ok"])` equals a returned verdict.
     """
 
+    model_config = pydantic.ConfigDict(defer_build=True)  # built on first use: fast import
+
     verdict: VerdictLabel
     reasons: list[str] = pydantic.Field(default_factory=list)
     usage: Usage = pydantic.Field(default_factory=Usage, exclude=True, repr=False)
@@ -68,6 +70,8 @@ class Verdict(pydantic.BaseModel):
 
 class _Reply(pydantic.BaseModel):
     """What the model fills (the cost fields of `Verdict` are not the model's to write)."""
+
+    model_config = pydantic.ConfigDict(defer_build=True)
 
     verdict: VerdictLabel
     reasons: list[str] = pydantic.Field(description="one short sentence per reason")

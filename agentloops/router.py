@@ -23,6 +23,8 @@ it. Answer with the route's name exactly as listed, and one sentence of reasonin
 class RouteChoice(pydantic.BaseModel):
     """What the model fills: a route name and why."""
 
+    model_config = pydantic.ConfigDict(defer_build=True)  # built on first use: fast import
+
     route: str = pydantic.Field(description="one route name, exactly as listed")
     reasoning: str = pydantic.Field(default="", description="why, in one sentence")
 

@@ -11,8 +11,8 @@ from typing import Any, Literal
 
 import pydantic
 
-from agentloops.errors import ApprovalRequired, CheckpointError, RunError
-from agentloops.messages import ToolCall
+from agentloops.errors import ApprovalRequired, CheckpointError, RunError, TranscriptError
+from agentloops.messages import ToolCall, validate_transcript
 from agentloops.model import Usage
 from agentloops.react import ReActResult
 
@@ -259,6 +259,18 @@ class RunState:
                 f"run {run_id!r}: the saved state is malformed (steps do not match the plan)",
                 run_id=run_id,
             )
+        if state.paused is not None:  # never send a broken transcript to the provider
+            try:
+                paused = ReActResult.from_state(state.paused)
+                validate_transcript(paused.messages, allow_pending=True)
+                pending = paused.pending_approvals
+                if not pending or len(pending) != len(set(state.paused["pending_approvals"])):
+                    raise TranscriptError("its last turn does not hold the pending calls")
+            except (KeyError, TypeError, ValueError, IndexError, TranscriptError) as exc:
+                raise CheckpointError(
+                    f"run {run_id!r}: the paused step's transcript is malformed ({exc})",
+                    run_id=run_id,
+                ) from exc
         return state
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -199,6 +200,33 @@ def test_only_a_paused_result_resumes_and_only_once() -> None:
     with pytest.raises(ConfigurationError, match="only a paused run"):
         loop.resume(final, decisions)
     assert len(ran["send"]) == 1
+
+
+def test_two_pending_calls_answered_in_reverse_order_each_get_their_own_decision() -> None:
+    tools, ran = make_tools()
+    model = ScriptedModel(
+        [
+            use_tools(("send", {"to": "ann", "body": "1"}), ("send", {"to": "bob", "body": "2"})),
+            "ok",
+        ]
+    )
+    loop = ReActLoop(model, tools)
+    result = loop.run("Send both.")
+    first, second = result.pending_approvals
+    loop.resume(result, {second.id: False, first.id: True})
+    assert ran["send"] == [{"to": "ann", "body": "1"}]
+    sent = results_sent(model, 1)
+    assert [(r.call_id, r.is_error) for r in sent] == [(first.id, False), (second.id, True)]
+
+
+def test_a_pending_call_whose_arguments_changed_is_refused() -> None:
+    result, loop, _, ran = paused_run()
+    call = result.pending_approvals[0]
+    forged = ToolCall(call.id, call.name, {"to": "mallory", "body": "hi"})
+    tampered = dataclasses.replace(result, pending_approvals=[forged])
+    with pytest.raises(ConfigurationError, match="do not match"):
+        loop.resume(tampered, {call.id: True})
+    assert ran["send"] == []
 
 
 def test_resume_from_a_json_round_trip_in_a_fresh_loop() -> None:

@@ -336,3 +336,45 @@ def test_another_process_gives_the_approval(tmp_path: Path) -> None:
     assert calls(log)["publish"] == 1
     final = PlanAndExecute(ScriptedModel([]), checkpointer=SQLiteCheckpointer(db)).resume("ok")
     assert final.answer == "Published."
+
+
+def test_a_paused_transcript_that_was_tampered_with_is_refused(tmp_path: Path) -> None:
+    log = tmp_path / "calls.log"
+    store = MemoryCheckpointer()
+    agent = PlanAndExecute(ScriptedModel(approval_script()), make_tools(log), checkpointer=store)
+    agent.run("Fetch a and publish it.", run_id="t")
+    state = store.load("t")
+    assert state is not None
+    state["paused"]["messages"].pop()  # the turn holding the pending calls is gone
+    store.save("t", state)
+    with pytest.raises(CheckpointError, match="paused step's transcript is malformed"):
+        agent.resume("t", {"any": True})
+    assert calls(log)["publish"] == 0
+
+
+class FailingCheckpointer(MemoryCheckpointer):
+    """The store fails on its nth save (a full disk, a dropped connection)."""
+
+    def __init__(self, fail_on: int) -> None:
+        super().__init__()
+        self.saves, self.fail_on = 0, fail_on
+
+    def save(self, run_id: str, state: dict[str, Any]) -> None:
+        self.saves += 1
+        if self.saves == self.fail_on:
+            raise CheckpointError("disk full", run_id=run_id)
+        super().save(run_id, state)
+
+
+def test_a_failed_save_stops_the_run_and_the_previous_checkpoint_resumes() -> None:
+    store = FailingCheckpointer(fail_on=4)  # start, plan, step 1, *step 2*
+    model = ScriptedModel([PLAN, "found a", "found b"])
+    with pytest.raises(CheckpointError, match="disk full") as caught:
+        PlanAndExecute(model, checkpointer=store).run("t", run_id="r")
+    assert caught.value.result.step_status == ["done", "done", "pending"]
+    saved = store.load("r")
+    assert saved is not None
+    assert [s["status"] for s in saved["steps"]] == ["done", "pending", "pending"]
+    model = ScriptedModel(["found b again", "found c", "report"])
+    result = PlanAndExecute(model, checkpointer=store).resume("r")
+    assert result.step_results == ["found a", "found b again", "found c"]

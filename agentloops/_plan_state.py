@@ -159,6 +159,26 @@ class RunState:
         step.status = "done" if react.stop_reason == "answered" else "incomplete"
         step.result = _step_text(react)
 
+    def revise(self, i: int, revision: PlanRevision, *, max_steps: int) -> list[str]:
+        """Replace the steps from `i` on, unless the plan would break its rules.
+
+        Returns what to report: the revision's reason, or why it was rejected.
+        """
+        self.replans += 1
+        done = self.plan.steps[:i]
+        first = max(s.step_number for s in done) + 1
+        new = [
+            PlanStep(step_number=first + k, description=s.description, tool_hint=s.tool_hint)
+            for k, s in enumerate(revision.steps)
+        ]
+        # An empty revision is allowed: the findings already answer the task.
+        problems = plan_problems(Plan(steps=done + new), max_steps=max_steps)
+        if problems:
+            return [f"revision rejected, the plan is kept: {p}" for p in problems]
+        self.plan = Plan(steps=done + new)
+        self.steps = self.steps[:i] + [StepRecord() for _ in new]
+        return [revision.reason or "the remaining steps were revised"]
+
     def result(self, **override: str) -> PlanExecuteResult:
         paused = ReActResult.from_state(self.paused) if self.paused is not None else None
         return PlanExecuteResult(

@@ -45,8 +45,6 @@ from agentloops.errors import (
 from agentloops.events import (
     Event,
     EventSink,
-    ModelCallFinished,
-    ModelCallStarted,
     PlanMade,
     Replanned,
     RunFinished,
@@ -57,6 +55,7 @@ from agentloops.events import (
 from agentloops.messages import Message
 from agentloops.model import ModelClient, ModelRequest
 from agentloops.react import ReActLoop, ReActResult
+from agentloops.structured import _complete as complete  # one model call, with its events
 from agentloops.structured import ask_structured
 from agentloops.tools import ApprovalPolicy, Tool, ToolRegistry
 
@@ -279,22 +278,8 @@ class PlanAndExecute:
         revision = self._ask(PlanRevision, prompt, self.replanner_system, state)
         state.reviewed = i - 1
         if revision.revise:
-            state.replans += 1
-            done = state.plan.steps[:i]
-            first = max(s.step_number for s in done) + 1
-            new = [
-                PlanStep(step_number=first + k, description=s.description, tool_hint=s.tool_hint)
-                for k, s in enumerate(revision.steps)
-            ]
-            # An empty revision is allowed: the findings already answer the task.
-            problems = plan_problems(Plan(steps=done + new), max_steps=self.max_plan_steps)
-            if problems:
-                problems = [f"revision rejected, the plan is kept: {p}" for p in problems]
-            else:
-                state.plan = Plan(steps=done + new)
-                state.steps = state.steps[:i] + [StepRecord() for _ in new]
-                problems = [revision.reason or "the remaining steps were revised"]
-            self._emit(state, Replanned, attempt=state.replans, problems=problems)
+            notes = state.revise(i, revision, max_steps=self.max_plan_steps)
+            self._emit(state, Replanned, attempt=state.replans, problems=notes)
         self._save(state)
 
     def _report(self, state: RunState) -> None:
@@ -302,24 +287,13 @@ class PlanAndExecute:
         request = ModelRequest(
             self.reporter_system, [Message.user(prompt)], [], "auto", self.max_tokens
         )
-        step = state.model_calls
-        self._emit(state, ModelCallStarted, step=step, messages=1)
-        start = time.perf_counter()
-        response = self.reporter.complete(request)
-        state.spend(response.usage, 1)
-        self._emit(
-            state,
-            ModelCallFinished,
-            step=step,
-            stop_reason=response.stop_reason,
-            usage=response.usage,
-            model=response.model,
-            seconds=time.perf_counter() - start,
+        response = complete(
+            self.reporter, request, self.on_event, _LOOP, state.run_id, state.model_calls
         )
-        reason = response.stop_reason
+        state.spend(response.usage, 1)
         state.answer = response.message.text
-        state.stop_reason = _REPORT_STOPS.get(reason, "answered")
-        state.detail = f"reporter stop_reason={reason}"
+        state.stop_reason = _REPORT_STOPS.get(response.stop_reason, "answered")
+        state.detail = f"reporter stop_reason={response.stop_reason}"
 
     # -- plumbing ------------------------------------------------------------------
 

@@ -320,6 +320,11 @@ class PlanAndExecute:
         except AgentLoopsError as exc:
             if isinstance(exc, ModelOutputError) and exc.usage is not None:
                 state.spend(exc.usage, exc.model_calls)
+            i = state.next_step()
+            if isinstance(exc.result, ReActResult) and i is not None:  # the step that failed
+                step = state.steps[i]
+                step.usage, step.model_calls = exc.result.usage, exc.result.model_calls
+                step.tool_calls = exc.result.tool_calls
             detail = f"{type(exc).__name__}: {exc}"
             exc.result = state.result(stop_reason="error", detail=detail)
             raise

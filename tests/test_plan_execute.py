@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from agentloops import (
+    ModelError,
     ModelOutputError,
     Plan,
     PlanAndExecute,
@@ -259,6 +260,17 @@ def test_garbage_from_the_planner_is_a_model_output_error_after_its_retries() ->
         PlanAndExecute(model, max_retries=1).run("t")
     assert caught.value.result.model_calls == 2
     assert caught.value.result.stop_reason == "error"
+
+
+def test_a_failing_step_counts_what_it_spent() -> None:
+    tools, _ = market_tools()
+    turn = use_tools(("price", {"ticker": "A"}), usage=U)
+    model = ScriptedModel([plan_of("one"), turn, ModelError("down")])
+    with pytest.raises(ModelError) as caught:
+        PlanAndExecute(model, tools).run("t")
+    partial = caught.value.result
+    assert (partial.model_calls, partial.tool_calls, partial.usage) == (2, 1, U + U)
+    assert partial.step_status == ["pending"]
 
 
 def revise(*descriptions: str, revise: bool = True) -> Any:

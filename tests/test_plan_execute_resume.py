@@ -112,6 +112,7 @@ def test_a_model_error_carries_the_partial_result_and_resume_continues() -> None
         agent.run("t", run_id="r")
     partial = caught.value.result
     assert partial.stop_reason == "error"
+    assert partial.model_calls == 2  # the failed call is not counted; step 2 made no other
     assert partial.step_status == ["done", "pending", "pending"]
     assert partial.step_results == ["found a", "", ""]
     assert "overloaded" in partial.detail

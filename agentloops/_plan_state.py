@@ -9,9 +9,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import pydantic
-
-from agentloops.errors import ApprovalRequired, CheckpointError, RunError, TranscriptError
+from agentloops._plan_prompts import Plan, PlanRevision, PlanStep, plan_problems
+from agentloops.errors import (
+    ApprovalRequired,
+    CheckpointError,
+    ModelRefused,
+    OutputTruncated,
+    RunError,
+    TranscriptError,
+)
 from agentloops.messages import ToolCall, validate_transcript
 from agentloops.model import Usage
 from agentloops.react import ReActResult
@@ -20,54 +26,11 @@ STATE_FORMAT = 1
 """The version of the saved run state; a newer one is refused, never misread."""
 
 StepStatus = Literal["pending", "done", "incomplete", "paused"]
-
-
-class PlanStep(pydantic.BaseModel):
-    """One step of a plan, as the planner writes it."""
-
-    model_config = pydantic.ConfigDict(defer_build=True)  # built on first use: fast import
-
-    step_number: int = pydantic.Field(description="1, 2, 3, ... in the order to run")
-    description: str = pydantic.Field(description="what this step must find out or do")
-    tool_hint: str | None = pydantic.Field(
-        default=None, description="the tool this step most likely needs, or null"
-    )
-
-
-class Plan(pydantic.BaseModel):
-    """The planner's answer: the steps to run, in order."""
-
-    model_config = pydantic.ConfigDict(defer_build=True)
-
-    steps: list[PlanStep]
-
-
-class PlanRevision(pydantic.BaseModel):
-    """The replanner's answer: keep the remaining steps, or replace them."""
-
-    model_config = pydantic.ConfigDict(defer_build=True)
-
-    revise: bool = pydantic.Field(description="true to replace the remaining steps")
-    steps: list[PlanStep] = pydantic.Field(
-        default_factory=list, description="the new remaining steps (empty: nothing left to do)"
-    )
-    reason: str = pydantic.Field(default="", description="why, in one sentence")
-
-
-def plan_problems(plan: Plan, *, max_steps: int) -> list[str]:
-    """Every reason `plan` must not run: empty, too long, duplicate numbers, blank steps."""
-    problems = []
-    if not plan.steps:
-        problems.append("the plan has no steps")
-    if len(plan.steps) > max_steps:
-        problems.append(f"the plan has {len(plan.steps)} steps; max_plan_steps={max_steps}")
-    numbers = [s.step_number for s in plan.steps]
-    for n in sorted({n for n in numbers if numbers.count(n) > 1}):
-        problems.append(f"step number {n} is used {numbers.count(n)} times")
-    for s in plan.steps:
-        if not s.description.strip():
-            problems.append(f"step {s.step_number}: the description is blank")
-    return problems
+_RAISES: dict[str, type[RunError]] = {
+    "approval_required": ApprovalRequired,
+    "refused": ModelRefused,
+    "max_tokens": OutputTruncated,
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,11 +57,10 @@ class PlanExecuteResult:
     detail: str = ""
 
     def raise_for_stop(self) -> None:
-        """Raise `ApprovalRequired` or `RunError` (with this result) unless the run answered."""
-        if self.stop_reason == "approval_required":
-            raise ApprovalRequired(self.detail, result=self)
+        """Raise the matching `RunError` (with this result) unless the run answered."""
         if self.stop_reason != "answered":
-            raise RunError(self.detail or self.stop_reason, result=self)
+            kind = _RAISES.get(self.stop_reason, RunError)
+            raise kind(self.detail or self.stop_reason, result=self)
 
 
 @dataclass(kw_only=True)

@@ -21,20 +21,16 @@ from agentloops._plan_prompts import (
     PLANNER_SYSTEM,
     REPLANNER_SYSTEM,
     REPORTER_SYSTEM,
+    Plan,
+    PlanRevision,
+    PlanStep,
+    plan_problems,
     planning_prompt,
     replanning_prompt,
     report_prompt,
     step_prompt,
 )
-from agentloops._plan_state import (
-    Plan,
-    PlanExecuteResult,
-    PlanRevision,
-    PlanStep,
-    RunState,
-    StepRecord,
-    plan_problems,
-)
+from agentloops._plan_state import PlanExecuteResult, RunState, StepRecord
 from agentloops.checkpoint import Checkpointer, MemoryCheckpointer
 from agentloops.errors import (
     AgentLoopsError,

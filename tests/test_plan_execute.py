@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agentloops import (
+    JSONLSink,
     ModelError,
     ModelOutputError,
+    ModelRefused,
     Plan,
     PlanAndExecute,
     PlanMade,
@@ -374,12 +378,30 @@ def test_events_frame_the_run_and_steps_pass_them_down() -> None:
     assert (finished.stop_reason, finished.model_calls) == ("answered", 6)
 
 
+def test_events_serialise_to_jsonl(tmp_path: Path) -> None:
+    planner, executor, reporter = two_step_models()
+    tools, _ = market_tools()
+    with JSONLSink(tmp_path / "events.jsonl") as sink:
+        agent = PlanAndExecute(planner, tools, executor=executor, reporter=reporter, on_event=sink)
+        agent.run("Brief me on ACME.", run_id="j")
+    lines = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    [made] = [e for e in lines if e["event"] == "PlanMade"]
+    assert made["plan"]["steps"][0] == {
+        "step_number": 1,
+        "description": "Find ACME's price",
+        "tool_hint": None,
+    }
+    assert lines[-1]["event"] == "RunFinished"
+    assert lines[-1]["loop"] == "plan_execute"
+
+
 def test_a_refused_report_is_not_an_answer() -> None:
     model = ScriptedModel([plan_of("one"), "x", respond("I can't.", stop_reason="refusal")])
     result = PlanAndExecute(model).run("t")
     assert result.stop_reason == "refused"
-    with pytest.raises(Exception, match="refusal"):
+    with pytest.raises(ModelRefused, match="refusal") as caught:
         result.raise_for_stop()
+    assert caught.value.result is result
 
 
 @pytest.mark.parametrize(

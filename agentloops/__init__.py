@@ -4,6 +4,7 @@ Import what you need from here: `from agentloops import ReActLoop, tool`.
 Importing has no side effects and does not import any provider SDK.
 """
 
+from agentloops.batch import BatchItem, run_many
 from agentloops.errors import (
     AgentLoopsError,
     ApprovalRequired,
@@ -57,6 +58,7 @@ from agentloops.model import (
     ToolSpec,
     Usage,
 )
+from agentloops.providers.openai_compat import OpenAICompatModel
 from agentloops.react import ReActLoop, ReActResult
 from agentloops.structured import StructuredReply, ask_structured, output_schema
 from agentloops.tools import ApprovalPolicy, Decision, Tool, ToolOutcome, ToolRegistry, tool
@@ -66,6 +68,7 @@ __all__ = [
     "ApprovalPolicy",
     "ApprovalRequested",
     "ApprovalRequired",
+    "BatchItem",
     "Block",
     "BudgetExceeded",
     "CheckpointError",
@@ -83,6 +86,7 @@ __all__ = [
     "ModelRefused",
     "ModelRequest",
     "ModelResponse",
+    "OpenAICompatModel",
     "OutputSchema",
     "OutputTruncated",
     "PlanMade",
@@ -116,6 +120,7 @@ __all__ = [
     "ask_structured",
     "event_to_dict",
     "output_schema",
+    "run_many",
     "tool",
     "validate_transcript",
 ]

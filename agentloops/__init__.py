@@ -1,8 +1,11 @@
 """agentloops: ReAct, ReWOO and Plan-and-Execute agent loops, hand-written and small.
 
 Import what you need from here: `from agentloops import ReActLoop, tool`.
-Importing has no side effects and does not import any provider SDK.
+Importing has no side effects and does not import any provider SDK: provider clients
+(`AnthropicModel`, `OpenAICompatModel`) load on first access, and their SDK only when one is built.
 """
+
+import typing as _typing
 
 from agentloops.batch import BatchItem, run_many
 from agentloops.errors import (
@@ -58,13 +61,33 @@ from agentloops.model import (
     ToolSpec,
     Usage,
 )
-from agentloops.providers.openai_compat import OpenAICompatModel
 from agentloops.react import ReActLoop, ReActResult
 from agentloops.structured import StructuredReply, ask_structured, output_schema
 from agentloops.tools import ApprovalPolicy, Decision, Tool, ToolOutcome, ToolRegistry, tool
 
+if _typing.TYPE_CHECKING:  # pragma: no cover
+    from agentloops.providers.anthropic import AnthropicModel
+    from agentloops.providers.openai_compat import OpenAICompatModel
+
+_LAZY = {
+    "AnthropicModel": "agentloops.providers.anthropic",
+    "OpenAICompatModel": "agentloops.providers.openai_compat",
+}
+"""Public names loaded on first access (module-level `__getattr__`, PEP 562)."""
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agentloops' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
 __all__ = [
     "AgentLoopsError",
+    "AnthropicModel",
     "ApprovalPolicy",
     "ApprovalRequested",
     "ApprovalRequired",

@@ -1,1 +1,1 @@
-"""Model clients for real providers. Each imports its SDK or HTTP library only when built."""
+"""Model providers: one `ModelClient` per API. Each imports its SDK only when built."""

@@ -88,9 +88,14 @@ def run_many(
         ensure_picklable(fn, "the function passed to run_many", executor=executor)
         for i, value in enumerate(todo):
             ensure_picklable(value, f"input {i} ({value!r:.60})", executor=executor)
-    keys = [_key(key, value, i) for i, value in enumerate(todo)] if jsonl is not None else []
-    done = _load(Path(jsonl)) if jsonl is not None else {}
-    items: list[BatchItem | None] = [done.get(k) for k in keys] if keys else [None] * len(todo)
+    items: list[BatchItem | None] = [None] * len(todo)
+    keys: list[str] = []
+    if jsonl is not None:
+        keys = [_key(key, value, i) for i, value in enumerate(todo)]
+        done = _load(Path(jsonl))
+        for i, k in enumerate(keys):
+            if k in done:  # recorded by an earlier call: keep the caller's own input object
+                items[i] = dataclasses.replace(done[k], input=todo[i])
     futures: dict[Future[tuple[Any, str | None, float]], int] = {}
     with contextlib.ExitStack() as stack:
         log = stack.enter_context(Path(jsonl).open("a", encoding="utf-8")) if jsonl else None

@@ -174,9 +174,11 @@ def test_inputs_need_a_json_key_for_jsonl_unless_a_key_function_is_given(tmp_pat
     path = tmp_path / "k.jsonl"
     with pytest.raises(ConfigurationError, match=r"input 1 .* pass key="):
         run_many(str, ["a", object()], jsonl=path)
-    items = run_many(lambda p: p.x, [Point(x=3)], jsonl=path, key=lambda p: p.model_dump_json())
-    assert items[0].output == 3
+    by_json = {"key": lambda p: p.model_dump_json()}
+    assert run_many(lambda p: p.x, [Point(x=3)], jsonl=path, **by_json)[0].output == 3
     assert json.loads(path.read_text())["key"] == '{"x":3}'
+    resumed = run_many(lambda p: p.x, [Point(x=3)], jsonl=path, **by_json)[0]
+    assert resumed.input == Point(x=3)  # the caller's input, not its JSON form
 
 
 def test_progress_is_drawn_on_stderr_when_asked(capsys):

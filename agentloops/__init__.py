@@ -2,11 +2,12 @@
 
 Import what you need from here: `from agentloops import ReActLoop, tool`.
 Importing has no side effects and does not import any provider SDK: provider clients
-(`AnthropicModel`) load on first access, and their SDK only when one is built.
+(`AnthropicModel`, `OpenAICompatModel`) load on first access, and their SDK only when one is built.
 """
 
 import typing as _typing
 
+from agentloops.batch import BatchItem, run_many
 from agentloops.checkpoint import Checkpointer, MemoryCheckpointer, SQLiteCheckpointer
 from agentloops.errors import (
     AgentLoopsError,
@@ -70,8 +71,12 @@ from agentloops.tools import ApprovalPolicy, Decision, Tool, ToolOutcome, ToolRe
 
 if _typing.TYPE_CHECKING:  # pragma: no cover
     from agentloops.providers.anthropic import AnthropicModel
+    from agentloops.providers.openai_compat import OpenAICompatModel
 
-_LAZY = {"AnthropicModel": "agentloops.providers.anthropic"}
+_LAZY = {
+    "AnthropicModel": "agentloops.providers.anthropic",
+    "OpenAICompatModel": "agentloops.providers.openai_compat",
+}
 """Public names loaded on first access (module-level `__getattr__`, PEP 562)."""
 
 
@@ -90,6 +95,7 @@ __all__ = [
     "ApprovalPolicy",
     "ApprovalRequested",
     "ApprovalRequired",
+    "BatchItem",
     "Block",
     "BudgetExceeded",
     "CheckpointError",
@@ -110,6 +116,7 @@ __all__ = [
     "ModelRefused",
     "ModelRequest",
     "ModelResponse",
+    "OpenAICompatModel",
     "OutputSchema",
     "OutputTruncated",
     "Plan",
@@ -151,6 +158,7 @@ __all__ = [
     "ask_structured",
     "event_to_dict",
     "output_schema",
+    "run_many",
     "tool",
     "validate_transcript",
 ]

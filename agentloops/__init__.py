@@ -4,6 +4,7 @@ Import what you need from here: `from agentloops import ReActLoop, tool`.
 Importing has no side effects and does not import any provider SDK.
 """
 
+from agentloops.compare import Attempt, Comparison, LoopFactory, LoopSummary, compare
 from agentloops.errors import (
     AgentLoopsError,
     ApprovalRequired,
@@ -66,14 +67,18 @@ __all__ = [
     "ApprovalPolicy",
     "ApprovalRequested",
     "ApprovalRequired",
+    "Attempt",
     "Block",
     "BudgetExceeded",
     "CheckpointError",
+    "Comparison",
     "ConfigurationError",
     "Decision",
     "Event",
     "EventSink",
     "JSONLSink",
+    "LoopFactory",
+    "LoopSummary",
     "Message",
     "ModelCallFinished",
     "ModelCallStarted",
@@ -114,6 +119,7 @@ __all__ = [
     "TranscriptError",
     "Usage",
     "ask_structured",
+    "compare",
     "event_to_dict",
     "output_schema",
     "tool",

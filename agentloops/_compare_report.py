@@ -78,7 +78,7 @@ def draw_chart(comparison: Comparison, path: Path) -> Path:
     summaries = comparison.summaries()
     names = [s.loop for s in summaries]
     x = list(range(len(names)))
-    fig = Figure(figsize=(4 + 2.2 * len(names), 4), layout="constrained")
+    fig = Figure(figsize=(4 + 2.2 * len(names), 4.5), layout="constrained")
     ax_ok, ax_calls, ax_tokens, ax_time = fig.subplots(1, 4)
 
     ax_ok.bar(x, [100 * s.success_rate for s in summaries], color="tab:green")
@@ -94,13 +94,13 @@ def draw_chart(comparison: Comparison, path: Path) -> Path:
         ax_tokens.bar(x, heights, bottom=bottom, label=label)
         bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
     ax_tokens.set_title("tokens / attempt")
-    ax_tokens.legend(fontsize="small")
+    fig.legend(loc="outside lower center", ncols=len(TOKEN_KINDS), fontsize="small")
 
     ax_time.bar(x, [s.mean(s.seconds) for s in summaries], color="tab:gray")
     ax_time.set_title("seconds / attempt")
 
     for ax in (ax_ok, ax_calls, ax_tokens, ax_time):
-        ax.set_xticks(x, names, rotation=20)
+        ax.set_xticks(x, names, rotation=30, ha="right")
     title = f"{len(comparison.tasks)} tasks x {comparison.trials} trials per loop"
     fig.suptitle(title, fontsize="medium")
     fig.savefig(path, format="png", dpi=120)

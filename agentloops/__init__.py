@@ -9,6 +9,7 @@ import typing as _typing
 
 from agentloops.batch import BatchItem, run_many
 from agentloops.checkpoint import Checkpointer, MemoryCheckpointer, SQLiteCheckpointer
+from agentloops.compare import Attempt, Comparison, LoopFactory, LoopSummary, compare
 from agentloops.errors import (
     AgentLoopsError,
     ApprovalRequired,
@@ -95,17 +96,21 @@ __all__ = [
     "ApprovalPolicy",
     "ApprovalRequested",
     "ApprovalRequired",
+    "Attempt",
     "BatchItem",
     "Block",
     "BudgetExceeded",
     "CheckpointError",
     "Checkpointer",
+    "Comparison",
     "ConfigurationError",
     "Decision",
     "Evaluator",
     "Event",
     "EventSink",
     "JSONLSink",
+    "LoopFactory",
+    "LoopSummary",
     "MemoryCheckpointer",
     "Message",
     "ModelCallFinished",
@@ -156,6 +161,7 @@ __all__ = [
     "Usage",
     "Verdict",
     "ask_structured",
+    "compare",
     "event_to_dict",
     "output_schema",
     "run_many",

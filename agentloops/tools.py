@@ -188,7 +188,7 @@ def tool(
 ) -> Any:
     """Turn a typed function into a `Tool`, with or without arguments.
 
-    Example:
+    Examples:
         >>> @tool
         ... def add(a: int, b: int) -> int:
         ...     '''Add two integers.'''

@@ -21,10 +21,14 @@ import time
 
 from machine import describe
 
+# What a program that defines one tool pays: the tool builds its pydantic argument model.
+ONE_TOOL = "import agentloops\ndef add(a: int, b: int) -> int: return a + b\nagentloops.tool(add)"
 CASES = {
     "bare interpreter": ("pass", None),
     "pydantic (BaseModel)": ("from pydantic import BaseModel", "pydantic"),
+    "pydantic (BaseModel, Field)": ("from pydantic import BaseModel, Field", "pydantic"),
     "agentloops": ("import agentloops", "agentloops"),
+    "agentloops and one tool": (ONE_TOOL, "agentloops"),
     "langgraph (StateGraph)": ("from langgraph.graph import StateGraph", "langgraph"),
     "langchain create_agent": ("from langchain.agents import create_agent", "langchain"),
     "pydantic-ai (Agent)": ("from pydantic_ai import Agent", "pydantic_ai"),
@@ -105,7 +109,7 @@ def main() -> None:
     print("|---|---|---|---|---|")
     for name, statement in cases.items():
         print(
-            f"| `{statement}` | {median(name, 'import_ms'):,.0f} | "
+            f"| `{statement.replace(chr(10), '; ')}` | {median(name, 'import_ms'):,.0f} | "
             f"{median(name, 'process_ms'):,.0f} | {median(name, 'rss_mb'):,.1f} | "
             f"{median(name, 'rss_mb') - bare_mb:+,.1f} |"
         )

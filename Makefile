@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+EXAMPLE := examples/market_analyst examples/market_analyst.py
 
 .PHONY: test lint typecheck unit demo bench docs clean
 
@@ -15,8 +16,8 @@ $(STAMP): pyproject.toml
 test: $(STAMP) lint typecheck unit
 
 lint: $(STAMP)
-	$(BIN)/ruff check agentloops tests
-	$(BIN)/ruff format --check agentloops tests
+	$(BIN)/ruff check agentloops tests $(EXAMPLE)
+	$(BIN)/ruff format --check agentloops tests $(EXAMPLE)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -24,8 +25,10 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest --cov=agentloops --cov-report=term --cov-fail-under=90
 
+# The Market Analyst offline (deterministic stand-in model), one request per route.
 demo: $(STAMP)
-	$(BIN)/python examples/react_quickstart.py
+	$(BIN)/python examples/market_analyst.py --offline --yes "Quick snapshot of NVDA"
+	$(BIN)/python examples/market_analyst.py --offline --yes "Investment thesis and strategic risks for MSFT"
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .coverage

@@ -1,0 +1,212 @@
+"""What the offline demo model answers in each role, computed from the text it is sent.
+
+Plain functions from request text to an answer: routes and plans from the user's
+words, briefings and reports from the tool outputs in the prompt, verdicts by checking
+the draft's figures against the evidence. Nothing here knows a market figure by itself.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from market_analyst import data
+from market_analyst.facts import describe, json_objects, unknown_tickers, unsupported_numbers
+
+FLASH, DEEP = "flash_briefing", "deep_research"
+_FLASH_WORDS = ("snapshot", "quick", "quote", "price", "brief", "how is", "today")
+_DEEP_WORDS = ("thesis", "risk", "analy", "deep", "research", "outlook", "invest", "compare")
+_NOT_TICKERS = {"A", "I", "AI", "CEO", "CFO", "EPS", "ETF", "FY", "IPO", "JSON", "PE", "USD", "US"}
+_NAMES = {
+    "nvidia": "NVDA",
+    "amd": "AMD",
+    "intel": "INTC",
+    "microsoft": "MSFT",
+    "apple": "AAPL",
+    "alphabet": "GOOGL",
+    "google": "GOOGL",
+    "amazon": "AMZN",
+    "meta": "META",
+    "facebook": "META",
+    "oracle": "ORCL",
+}
+_STEP_TOOLS = (
+    ("snapshot", "get_stock_snapshot"),
+    ("price history", "get_price_history"),
+    ("financial", "get_financials"),
+    ("competitor", "search_competitors"),
+    ("news", "search_news"),
+)
+
+
+def tickers_in(task: str) -> list[str]:
+    """Tickers the user named: symbols (known or not, so a typo reaches the tools and
+    fails there) and known company names; at most three, in order."""
+    found: list[str] = []
+    for word in re.findall(r"[A-Za-z][A-Za-z.&-]*", task):
+        symbol = word.strip(".")
+        if symbol.isupper() and 1 <= len(symbol) <= 5 and symbol not in _NOT_TICKERS:
+            found.append(symbol)
+        elif word.lower().strip(".") in _NAMES:
+            found.append(_NAMES[word.lower().strip(".")])
+    return list(dict.fromkeys(found))[:3]
+
+
+def route(task: str) -> dict[str, str]:
+    """Deep research when the request asks for analysis, a flash briefing for a quick look."""
+    text = task.lower()
+    deep = [w for w in _DEEP_WORDS if w in text]
+    if deep:
+        return {
+            "route": DEEP,
+            "reasoning": f"The request asks for analysis ({', '.join(deep)}): several steps "
+            "that each need to see their tool results, so Plan-and-Execute.",
+        }
+    flash = [w for w in _FLASH_WORDS if w in text]
+    why = f"({', '.join(flash)})" if flash else "(no analysis asked for)"
+    return {
+        "route": FLASH,
+        "reasoning": f"A quick factual look {why}: the look-ups are known up front and "
+        "independent, so ReWOO plans them once and runs them in parallel.",
+    }
+
+
+def rewoo_plan(task: str) -> dict[str, Any]:
+    """Snapshot, one month of prices and the news for each ticker: no step waits for another."""
+    steps: list[dict[str, Any]] = []
+    for ticker in tickers_in(task) or ["(none named)"]:
+        for description, name, args in (
+            (f"Current snapshot of {ticker}", "get_stock_snapshot", {}),
+            (f"Price history of {ticker}, last month", "get_price_history", {"days": 21}),
+            (f"Latest news on {ticker}", "search_news", {"limit": 3}),
+        ):
+            steps.append(
+                {
+                    "step_id": f"#E{len(steps) + 1}",
+                    "description": description,
+                    "tool_name": name,
+                    "tool_args": {"ticker": ticker, **args},
+                    "depends_on": [],
+                }
+            )
+    return {"steps": steps}
+
+
+def deep_plan(task: str) -> dict[str, Any]:
+    """Four research steps per company, each naming the look-ups it needs."""
+    ticker = (tickers_in(task) or ["(none named)"])[0]
+    steps = [
+        (f"Get the snapshot and 90-day price history of {ticker}", "get_stock_snapshot"),
+        (f"Review the financials of {ticker} over three fiscal years", "get_financials"),
+        (f"Compare {ticker} with its competitors", "search_competitors"),
+        (f"Scan recent news on {ticker} for strategic risks", "search_news"),
+    ]
+    return {
+        "steps": [
+            {"step_number": i, "description": d, "tool_hint": hint}
+            for i, (d, hint) in enumerate(steps, 1)
+        ]
+    }
+
+
+def step_calls(step_text: str) -> list[tuple[str, dict[str, Any]]]:
+    """The look-ups one Plan-and-Execute step asks for, read from the step's own text."""
+    text = step_text.lower()
+    ticker = (tickers_in(step_text) or ["(none named)"])[0]
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for word, name in _STEP_TOOLS:
+        if word in text:
+            args: dict[str, Any] = {"ticker": ticker}
+            if name == "get_price_history":
+                days = re.search(r"(\d+)-day", text)
+                args["days"] = int(days.group(1)) if days else 30
+            calls.append((name, args))
+    return calls or [("get_stock_snapshot", {"ticker": ticker})]
+
+
+def findings(evidence: str) -> list[str]:
+    """Every finding stated from the tool outputs (and tool errors) in `evidence`."""
+    lines = [line for obj in json_objects(evidence) for line in describe(obj)]
+    for ticker in unknown_tickers(evidence):
+        lines.append(
+            f"Data problem: the tools do not know the ticker {ticker!r} "
+            f"(known tickers: {', '.join(data.TICKERS)}); no figures for it."
+        )
+    return list(dict.fromkeys(lines))
+
+
+def flash_briefing(task: str, evidence: str) -> str:
+    """A short briefing from the evidence only."""
+    lines = findings(evidence)
+    title = ", ".join(tickers_in(task)) or "the request"
+    if not lines:
+        return f"## Flash briefing: {title}\n\nThe tools returned nothing usable; no figures."
+    facts = [x for x in lines if not x.startswith(("Strength:", "Risk:"))]
+    watch = [x for x in lines if x.startswith(("Strength:", "Risk:"))]
+    body = "\n".join(f"- {x}" for x in facts)
+    notes = "\n".join(f"- {x}" for x in watch) or "- Nothing stands out."
+    return f"## Flash briefing: {title}\n\n{body}\n\n**Worth watching**\n\n{notes}\n"
+
+
+def deep_report(task: str, step_results: str) -> str:
+    """An investment thesis with strategic risks, arranged from the steps' findings."""
+    lines = [m.strip() for m in re.findall(r"^- (.+)$", step_results, re.M)]
+    lines = list(dict.fromkeys(lines))
+    strengths = [x.removeprefix("Strength: ") for x in lines if x.startswith("Strength:")]
+    risks = [x.removeprefix("Risk: ") for x in lines if x.startswith("Risk:")]
+    problems = [x for x in lines if x.startswith("Data problem:")]
+    facts = [x for x in lines if x not in problems and not x.startswith(("Strength:", "Risk:"))]
+    title = ", ".join(tickers_in(task)) or "the request"
+    lean = (
+        "leans positive"
+        if len(strengths) > len(risks)
+        else "leans negative"
+        if len(risks) > len(strengths)
+        else "is balanced"
+    )
+    if problems and not facts:
+        lean = "cannot be judged: the data is missing"
+
+    def section(heading: str, items: list[str]) -> str:
+        return f"### {heading}\n\n" + ("\n".join(f"- {x}" for x in items) or "- None found.")
+
+    return "\n\n".join(
+        [
+            f"## Investment thesis and strategic risks: {title}",
+            section("What the data says", facts),
+            section("Thesis: strengths", strengths),
+            section("Strategic risks", risks),
+            *([section("Data problems", problems)] if problems else []),
+            f"### Bottom line\n\nOn the fixture data, the case {lean}.",
+        ]
+    )
+
+
+def verdict(draft: str, evidence: str) -> dict[str, Any]:
+    """Fail on figures the evidence does not hold; a human decides when data was missing."""
+    invented = unsupported_numbers(draft, evidence)
+    unknown = unknown_tickers(evidence)
+    if invented:
+        shown = ", ".join(invented[:6]) + (" ..." if len(invented) > 6 else "")
+        return {
+            "verdict": "fail",
+            "reasons": [f"the draft states figures found in no tool output: {shown}"],
+        }
+    if unknown:
+        return {
+            "verdict": "needs_human",
+            "reasons": [
+                f"a tool reported an unknown ticker: {', '.join(unknown)}; "
+                "the draft cannot be checked for it, so a person should decide"
+            ],
+        }
+    if not json_objects(evidence):
+        return {"verdict": "needs_human", "reasons": ["no tool output to check the draft against"]}
+    checked = len(set(re.findall(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?", draft)))
+    return {
+        "verdict": "pass",
+        "reasons": [
+            f"all {checked} distinct figures in the draft appear in the tool outputs",
+            "no tool reported an error",
+        ],
+    }

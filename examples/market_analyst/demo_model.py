@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import threading
 from typing import Any
 
@@ -29,35 +30,38 @@ BANNER = (
 )
 
 
+_ROLE_LINE = re.compile(r"you are the (\w+) of (?:an? )?([\w-]+)", re.I)
+_SCHEMAS = {"RouteChoice": "router", "ReWOOPlan": "rewoo_planner", "Plan": "planner"}
+
+
 def role_of(request: ModelRequest) -> str:
     """Which part of the system sent this request.
 
-    Structured requests are known by their schema name; free-text ones by the system
-    prompt's first line, which every agentloops component keeps stable.
+    Every agentloops component starts its system prompt with a stable first line
+    ("You are the planner of a ReWOO agent."); structured requests also carry their
+    schema's name. Anything else with tools is treated as a ReAct agent.
     """
+    first = request.system.strip().splitlines()[0] if request.system.strip() else ""
+    match = _ROLE_LINE.search(first)
+    if match:
+        role, system = match.group(1).lower(), match.group(2).lower()
+        return "rewoo_planner" if (role, system) == ("planner", "rewoo") else role
     if request.output is not None:
-        return {
-            "RouteDecision": "router",
-            "ReWOOPlan": "rewoo_planner",
-            "Plan": "planner",
-            "Verdict": "evaluator",
-        }.get(request.output.name, "unknown:" + request.output.name)
-    first = request.system.strip().splitlines()[0].lower() if request.system.strip() else ""
-    if "solver" in first:
-        return "solver"
-    if "report" in first:
-        return "reporter"
-    if request.tools:
-        return "executor"
-    return "writer"
+        return _SCHEMAS.get(request.output.name, "structured:" + request.output.name)
+    return "agent" if request.tools else "writer"
 
 
-def _all_text(request: ModelRequest) -> str:
-    parts = [request.system]
+def _message_text(request: ModelRequest) -> str:
+    """The user-visible text of the transcript: text blocks and tool results."""
+    parts = []
     for message in request.messages:
         for block in message.content:
             parts.append(getattr(block, "text", None) or getattr(block, "content", "") or "")
     return "\n".join(p for p in parts if p)
+
+
+def _tool_output_text(request: ModelRequest) -> str:
+    return "\n".join(r.content for m in request.messages for r in m.tool_results)
 
 
 def _first_user_text(request: ModelRequest) -> str:
@@ -65,26 +69,20 @@ def _first_user_text(request: ModelRequest) -> str:
 
 
 def task_of(request: ModelRequest) -> str:
-    """The user's request inside a component's prompt (the part after a "Task:" label,
-    else the first user message)."""
+    """The user's request inside a component's prompt: a <task> block or a "Task:" line,
+    else the first user message."""
     text = _first_user_text(request)
-    for label in ("task", "request", "question"):
-        found = _labelled(text, label)
-        if found:
-            return found
-    return text
+    return _labelled(text, "task") or text
 
 
 def _labelled(text: str, label: str) -> str:
-    """The text after `label:` up to the next blank line, or ""."""
-    lower = text.lower()
-    for marker in (f"<{label}>", f"{label}:"):
-        start = lower.find(marker)
-        if start != -1:
-            rest = text[start + len(marker) :].lstrip()
-            end_tag = rest.lower().find(f"</{label}>")
-            return (rest[:end_tag] if end_tag != -1 else rest.split("\n\n")[0]).strip()
-    return ""
+    """The inside of `<label>...</label>`, or the text after a line-leading `Label:` up to
+    the next blank line; "" when neither is there."""
+    tagged = re.search(rf"<{label}>\s*(.*?)\s*</{label}>", text, re.S | re.I)
+    if tagged:
+        return tagged.group(1)
+    line = re.search(rf"^{label}:[ \t]*(.*?)(?:\n\s*\n|\Z)", text, re.S | re.I | re.M)
+    return line.group(1).strip() if line else ""
 
 
 def answer(request: ModelRequest) -> ModelResponse:
@@ -97,23 +95,23 @@ def answer(request: ModelRequest) -> ModelResponse:
         return respond_structured(writers.rewoo_plan(task))
     if role == "planner":
         return respond_structured(writers.deep_plan(task))
+    if role == "replanner":
+        return respond_structured({"revise": False, "steps": []})
     if role == "evaluator":
-        draft, evidence = _draft_and_evidence(request)
-        return respond_structured(writers.verdict(draft, evidence))
-    if role == "executor":
-        last = request.messages[-1]
-        if not last.tool_results:
-            return use_tools(*writers.step_calls(task))
-        lines = writers.findings(_all_text(request))
-        return respond("\n".join(f"- {x}" for x in lines) or "- No findings.")
+        text = _first_user_text(request)
+        verdict = writers.verdict(_labelled(text, "draft"), _labelled(text, "evidence"))
+        return respond_structured(verdict)
+    if role in ("executor", "agent"):
+        if not request.messages[-1].tool_results:
+            step = _labelled(_first_user_text(request), r"your step[^:\n]*")
+            return use_tools(*writers.step_calls(step or task, task))
+        outputs = _tool_output_text(request)
+        if role == "agent":  # a ReAct agent doing the whole task: the answer is the draft
+            return respond(writers.draft(task, outputs))
+        return respond("\n".join(f"- {x}" for x in writers.findings(outputs)) or "- No findings.")
     if role == "reporter":
-        return respond(writers.deep_report(task, _all_text(request)))
-    return respond(writers.flash_briefing(task, _all_text(request)))
-
-
-def _draft_and_evidence(request: ModelRequest) -> tuple[str, str]:
-    text = _first_user_text(request)
-    return _labelled(text, "draft"), _labelled(text, "evidence")
+        return respond(writers.deep_report(task, _message_text(request)))
+    return respond(writers.flash_briefing(task, _message_text(request)))
 
 
 def _tokens(text: str) -> int:

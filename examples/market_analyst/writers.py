@@ -37,6 +37,7 @@ _STEP_TOOLS = (
     ("competitor", "search_competitors"),
     ("news", "search_news"),
 )
+_DEEP_ONLY = {"get_financials", "search_competitors"}
 
 
 def tickers_in(task: str) -> list[str]:
@@ -109,19 +110,23 @@ def deep_plan(task: str) -> dict[str, Any]:
     }
 
 
-def step_calls(step_text: str) -> list[tuple[str, dict[str, Any]]]:
-    """The look-ups one Plan-and-Execute step asks for, read from the step's own text."""
+def step_calls(step_text: str, task: str = "") -> list[tuple[str, dict[str, Any]]]:
+    """The look-ups a step asks for, read from the step's own text. A text naming none
+    (a ReAct agent given the whole task) gets the look-ups its route would make."""
     text = step_text.lower()
-    ticker = (tickers_in(step_text) or ["(none named)"])[0]
+    ticker = (tickers_in(step_text) or tickers_in(task) or ["(none named)"])[0]
+    names = [name for word, name in _STEP_TOOLS if word in text]
+    if not names:
+        deep = route(task or step_text)["route"] == DEEP
+        names = [n for _, n in _STEP_TOOLS if deep or n not in _DEEP_ONLY]
     calls: list[tuple[str, dict[str, Any]]] = []
-    for word, name in _STEP_TOOLS:
-        if word in text:
-            args: dict[str, Any] = {"ticker": ticker}
-            if name == "get_price_history":
-                days = re.search(r"(\d+)-day", text)
-                args["days"] = int(days.group(1)) if days else 30
-            calls.append((name, args))
-    return calls or [("get_stock_snapshot", {"ticker": ticker})]
+    for name in names:
+        args: dict[str, Any] = {"ticker": ticker}
+        if name == "get_price_history":
+            days = re.search(r"(\d+)-day", text)
+            args["days"] = int(days.group(1)) if days else 30
+        calls.append((name, args))
+    return calls
 
 
 def findings(evidence: str) -> list[str]:
@@ -180,6 +185,13 @@ def deep_report(task: str, step_results: str) -> str:
             f"### Bottom line\n\nOn the fixture data, the case {lean}.",
         ]
     )
+
+
+def draft(task: str, tool_outputs: str) -> str:
+    """A whole draft from tool outputs, shaped by the route the request would take."""
+    if route(task)["route"] == FLASH:
+        return flash_briefing(task, tool_outputs)
+    return deep_report(task, "\n".join(f"- {x}" for x in findings(tool_outputs)))
 
 
 def verdict(draft: str, evidence: str) -> dict[str, Any]:

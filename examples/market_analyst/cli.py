@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None, *, model: ModelClient | None = None) -> 
     if model is None:
         model, name, offline = choose_model(args)
     else:
-        name, offline = getattr(model, "name", type(model).__name__), False
+        name, offline = type(model).__name__, isinstance(model, DemoModel)
     if offline:
         console.print(Panel(BANNER, title="deterministic stand-in", border_style="yellow"))
     else:
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None, *, model: ModelClient | None = None) -> 
             f"Everything finished so far is saved. Continue with: {SCRIPT} --resume {run_id}"
         )
         return 1
-    show_usage(console, record)
+    show_outcome(console, record)
     return approval(console, store, record, args)
 
 
@@ -134,15 +134,13 @@ def show_stage(console: Console, stage: str, record: dict[str, Any]) -> None:
         console.print(Panel(record["route_reasoning"], title=f"Route: {record['route']} ({loop})"))
     elif stage == "draft":
         console.print(Panel(Markdown(record["draft"]), title="Draft"))
-    elif stage == "verdict":
-        v = record["verdict"]
-        console.print(verdict_panel(v["verdict"], v["reasons"]))
 
 
-def show_usage(console: Console, record: dict[str, Any]) -> None:
+def show_outcome(console: Console, record: dict[str, Any]) -> None:
+    """Usage (the whole run's, across resumes), then the evaluator's verdict."""
     usage = Usage(**record.get("usage", {}))
-    calls = record.get("calls_by_role", {})
-    console.print(usage_table(usage, sum(calls.values()), calls))
+    console.print(usage_table(usage, record.get("calls_by_role", {})))
+    console.print(verdict_panel(record["verdict"]["verdict"], record["verdict"]["reasons"]))
 
 
 def approval(

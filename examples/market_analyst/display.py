@@ -7,7 +7,6 @@ the parallel calls of one ReAct turn) are visible as overlapping times.
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any
 
@@ -33,25 +32,26 @@ def _args(args: dict[str, Any]) -> str:
 
 
 class RunView:
-    """Prints events as they arrive and totals model usage. Thread-safe."""
+    """Prints events as they arrive (rich's console print is thread-safe)."""
 
     def __init__(self, console: Console):
         self.console = console
         self.started = time.perf_counter()
-        self.usage = Usage()
-        self.model_calls = 0
-        self.calls_by_loop: dict[str, int] = {}
-        self._lock = threading.Lock()
+        self._planned: dict[str, str] = {}
+
+    def _call(self, event: StepStarted | StepFinished) -> str:
+        return self._planned.get(event.step_id, "")
 
     def _t(self, event: Event) -> str:
         return f"[dim]{event.at - self.started:6.2f}s[/]"
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, ModelCallFinished):
-            with self._lock:
-                self.usage = self.usage + event.usage
-                self.model_calls += 1
-                self.calls_by_loop[event.loop] = self.calls_by_loop.get(event.loop, 0) + 1
+            u = event.usage
+            self.console.print(
+                f"{self._t(event)} [magenta]◆[/] model call ({event.loop}) "
+                f"{event.seconds:.2f}s, {u.total_input_tokens:,} in / {u.output_tokens:,} out"
+            )
         elif isinstance(event, ToolCallStarted):
             self.console.print(f"{self._t(event)}   [cyan]▶[/] {event.name}({_args(event.args)})")
         elif isinstance(event, ToolCallFinished):
@@ -65,16 +65,27 @@ class RunView:
                 self.console.print(
                     f"{self._t(event)}   [green]✔[/] {event.name} in {outcome.seconds:.2f}s"
                 )
-        elif isinstance(event, StepStarted) and event.loop == "plan_execute":
-            self.console.print(
-                f"{self._t(event)} [bold]step {event.step_id}[/]: {event.description}"
-            )
-        elif isinstance(event, StepFinished) and event.loop == "plan_execute":
-            mark = "[green]done[/]" if event.ok else "[red]failed[/]"
-            self.console.print(
-                f"{self._t(event)} step {event.step_id} {mark} in {event.seconds:.2f}s"
-            )
+        elif isinstance(event, StepStarted):
+            if event.loop == "rewoo":  # a worker step is one tool call, planned up front
+                self.console.print(
+                    f"{self._t(event)}   [cyan]▶[/] {event.step_id} {self._call(event)}"
+                )
+            else:
+                self.console.print(
+                    f"{self._t(event)} [bold]step {event.step_id}[/]: {event.description}"
+                )
+        elif isinstance(event, StepFinished):
+            mark = "[green]✔[/]" if event.ok else "[red]✘[/]"
+            if event.loop == "rewoo":
+                what = f"{event.step_id} {self._call(event)}"
+            else:
+                what = f"step {event.step_id} {'done' if event.ok else 'incomplete'}"
+            note = "" if event.ok else f": {event.summary[:160]}"
+            self.console.print(f"{self._t(event)}   {mark} {what} in {event.seconds:.2f}s{note}")
         elif isinstance(event, PlanMade):
+            for step in getattr(event.plan, "steps", []):
+                if hasattr(step, "step_id"):
+                    self._planned[step.step_id] = f"{step.tool_name}({_args(step.tool_args)})"
             self.console.print(plan_table(event.plan))
         elif isinstance(event, Replanned):
             problems = "; ".join(event.problems)
@@ -101,18 +112,23 @@ def plan_table(plan: Any) -> Table:
     return table
 
 
-def usage_table(usage: Usage, model_calls: int, by_loop: dict[str, int]) -> Table:
-    """Tokens split the way prompt caching bills them, and the model-call count."""
-    table = Table(title="Model usage", title_justify="left")
+def usage_table(usage: Usage, calls_by_role: dict[str, int]) -> Table:
+    """Tokens split the way prompt caching bills them, and the model calls by role."""
+    roles = ", ".join(f"{role} {n}" for role, n in sorted(calls_by_role.items()))
+    table = Table(
+        title="Model usage",
+        title_justify="left",
+        caption=f"by role: {roles}",
+        caption_justify="left",
+    )
     for column in ("uncached input", "cache read", "cache write", "output", "model calls"):
         table.add_column(column, justify="right")
-    calls = f"{model_calls} (" + ", ".join(f"{k} {v}" for k, v in sorted(by_loop.items())) + ")"
     table.add_row(
         f"{usage.input_tokens:,}",
         f"{usage.cache_read_tokens:,}",
         f"{usage.cache_write_tokens:,}",
         f"{usage.output_tokens:,}",
-        calls if by_loop else str(model_calls),
+        str(sum(calls_by_role.values())),
     )
     return table
 

@@ -29,6 +29,7 @@ from agentloops import (
     StepFinished,
     ToolCallFinished,
     ToolCallStarted,
+    ToolOutcome,
     Usage,
 )
 from market_analyst.demo_model import role_of
@@ -85,18 +86,17 @@ class _Evidence:
             with self._lock:
                 self._args[event.call_id] = event.args
         elif isinstance(event, ToolCallFinished):
-            item = {
-                "name": event.name,
-                "args": self._args.get(event.call_id, {}),
-                "is_error": event.outcome.is_error,
-                "content": event.outcome.content,
-            }
+            item = _item(event.name, self._args.get(event.call_id, {}), event.outcome)
             with self._lock:
                 self.items.append(item)
         elif isinstance(event, StepFinished) and event.loop == "plan_execute":
             with self._lock:
                 items = list(self.items)
             self.store.update(self.run_id, evidence=items)
+
+
+def _item(name: str, args: dict[str, Any], outcome: ToolOutcome) -> dict[str, Any]:
+    return {"name": name, "args": args, "is_error": outcome.is_error, "content": outcome.content}
 
 
 def evidence_texts(evidence: list[dict[str, Any]]) -> list[str]:
@@ -157,7 +157,9 @@ class Analyst:
         meter = Meter(self.model)
         try:
             if "route" not in record:
-                decision = Router(meter, ROUTES, default=DEEP).route(record["request"])
+                decision = Router(meter, ROUTES, default=DEEP, on_event=self.on_event).route(
+                    record["request"]
+                )
                 record = self.store.update(
                     run_id, route=decision.route, route_reasoning=decision.reasoning
                 )
@@ -167,7 +169,7 @@ class Analyst:
                 record = self.store.update(run_id, draft=draft, evidence=evidence)
                 self.notify("draft", record)
             if "verdict" not in record:
-                verdict = Evaluator(meter, criteria=CRITERIA).evaluate(
+                verdict = Evaluator(meter, criteria=CRITERIA, on_event=self.on_event).evaluate(
                     record["request"], record["draft"], evidence_texts(record["evidence"])
                 )
                 record = self.store.update(
@@ -186,19 +188,32 @@ class Analyst:
 
     def _research(self, meter: Meter, record: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
         run_id = record["run_id"]
+        if record["route"] == FLASH:
+            flash = ReWOOPipeline(meter, RESEARCH_TOOLS, on_event=self.on_event)
+            result = flash.run(record["request"], run_id=run_id)
+            result.raise_for_stop()
+            steps = result.plan.steps if result.plan else []
+            return result.answer, [
+                _item(s.tool_name, s.tool_args, result.evidence[s.step_id])
+                for s in steps
+                if s.step_id in result.evidence
+            ]
+        # The tool outputs are the evaluator's evidence: collected from the events, and
+        # saved at each finished step (a resumed run does not repeat those calls).
         collected = _Evidence(self.store, run_id, record.get("evidence", []))
         sink = _tee(collected, self.on_event)
-        if record["route"] == FLASH:
-            result = ReWOOPipeline(meter, RESEARCH_TOOLS, on_event=sink).run(record["request"])
-            return result.answer, collected.items
         deep = PlanAndExecute(meter, RESEARCH_TOOLS, checkpointer=self.store.loops, on_event=sink)
         if record.get("research_started"):
             try:
-                return deep.resume(run_id).answer, collected.items
+                resumed = deep.resume(run_id)
+                resumed.raise_for_stop()
+                return resumed.answer, collected.items
             except CheckpointError:
                 pass  # nothing was saved before the stop: start the research again
         self.store.update(run_id, research_started=True)
-        return deep.run(record["request"], run_id=run_id).answer, collected.items
+        outcome = deep.run(record["request"], run_id=run_id)
+        outcome.raise_for_stop()
+        return outcome.answer, collected.items
 
     def _add_usage(self, run_id: str, meter: Meter) -> None:
         """Add this process's spend to the record's, so a resumed run reports its total."""

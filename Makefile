@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-EXAMPLE := examples/market_analyst examples/market_analyst.py
+EXAMPLE := examples/market_analyst examples/market_analyst.py examples/compare_loops.py
 
 .PHONY: test lint typecheck unit demo bench docs clean
 

@@ -31,6 +31,7 @@ BANNER = (
 
 
 _ROLE_LINE = re.compile(r"you are the (\w+) of (?:an? )?([\w-]+)", re.I)
+_ROLES = {"router", "planner", "solver", "executor", "reporter", "replanner", "evaluator"}
 _SCHEMAS = {"RouteChoice": "router", "ReWOOPlan": "rewoo_planner", "Plan": "planner"}
 
 
@@ -45,7 +46,10 @@ def role_of(request: ModelRequest) -> str:
     match = _ROLE_LINE.search(first)
     if match:
         role, system = match.group(1).lower(), match.group(2).lower()
-        return "rewoo_planner" if (role, system) == ("planner", "rewoo") else role
+        if (role, system) == ("planner", "rewoo"):
+            return "rewoo_planner"
+        if role in _ROLES:
+            return role
     if request.output is not None:
         return _SCHEMAS.get(request.output.name, "structured:" + request.output.name)
     return "agent" if request.tools else "writer"
@@ -101,14 +105,18 @@ def answer(request: ModelRequest) -> ModelResponse:
         text = _first_user_text(request)
         verdict = writers.verdict(_labelled(text, "draft"), _labelled(text, "evidence"))
         return respond_structured(verdict)
-    if role in ("executor", "agent"):
+    if role == "executor":  # one Plan-and-Execute step: its look-ups at once, then findings
         if not request.messages[-1].tool_results:
-            step = _labelled(_first_user_text(request), r"your step[^:\n]*")
-            return use_tools(*writers.step_calls(step or task, task))
-        outputs = _tool_output_text(request)
-        if role == "agent":  # a ReAct agent doing the whole task: the answer is the draft
-            return respond(writers.draft(task, outputs))
-        return respond("\n".join(f"- {x}" for x in writers.findings(outputs)) or "- No findings.")
+            step = _labelled(_first_user_text(request), r"your step[^:\n]*") or task
+            return use_tools(*writers.step_calls(step, task))
+        findings = writers.findings(_tool_output_text(request))
+        return respond("\n".join(f"- {x}" for x in findings) or "- No findings.")
+    if role == "agent":  # a ReAct agent on the whole task: one look-up per turn, then the draft
+        made = [(c.name, c.args) for m in request.messages for c in m.tool_calls]
+        todo = [c for c in writers.step_calls("", task) if c not in made]
+        if todo:
+            return use_tools(todo[0])
+        return respond(writers.draft(task, _tool_output_text(request)))
     if role == "reporter":
         return respond(writers.deep_report(task, _message_text(request)))
     return respond(writers.flash_briefing(task, _message_text(request)))

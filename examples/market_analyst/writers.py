@@ -73,18 +73,24 @@ def route(task: str) -> dict[str, str]:
 
 
 def rewoo_plan(task: str) -> dict[str, Any]:
-    """Snapshot, one month of prices and the news for each ticker: no step waits for another."""
+    """Every look-up the request needs, per ticker, none waiting for another: a snapshot,
+    a month of prices and the news, plus financials and competitors for an analysis."""
+    deep = route(task)["route"] == DEEP
     steps: list[dict[str, Any]] = []
     for ticker in tickers_in(task) or ["(none named)"]:
-        for description, name, args in (
-            (f"Current snapshot of {ticker}", "get_stock_snapshot", {}),
-            (f"Price history of {ticker}, last month", "get_price_history", {"days": 21}),
-            (f"Latest news on {ticker}", "search_news", {"limit": 3}),
+        for name, what, args in (
+            ("get_stock_snapshot", "Current snapshot", {}),
+            ("get_price_history", "Price history, last month,", {"days": 21}),
+            ("search_news", "Latest news", {"limit": 3}),
+            ("get_financials", "Financials", {}),
+            ("search_competitors", "Competitors", {}),
         ):
+            if name in _DEEP_ONLY and not deep:
+                continue
             steps.append(
                 {
                     "step_id": f"#E{len(steps) + 1}",
-                    "description": description,
+                    "description": f"{what} of {ticker}",
                     "tool_name": name,
                     "tool_args": {"ticker": ticker, **args},
                     "depends_on": [],
@@ -94,13 +100,13 @@ def rewoo_plan(task: str) -> dict[str, Any]:
 
 
 def deep_plan(task: str) -> dict[str, Any]:
-    """Four research steps per company, each naming the look-ups it needs."""
-    ticker = (tickers_in(task) or ["(none named)"])[0]
+    """Four research steps, each naming the look-ups it needs, for the companies named."""
+    who = " and ".join(tickers_in(task)) or "(none named)"
     steps = [
-        (f"Get the snapshot and 90-day price history of {ticker}", "get_stock_snapshot"),
-        (f"Review the financials of {ticker} over three fiscal years", "get_financials"),
-        (f"Compare {ticker} with its competitors", "search_competitors"),
-        (f"Scan recent news on {ticker} for strategic risks", "search_news"),
+        (f"Get the snapshot and 90-day price history of {who}", "get_stock_snapshot"),
+        (f"Review the financials of {who} over three fiscal years", "get_financials"),
+        (f"Compare {who} with competitors", "search_competitors"),
+        (f"Scan recent news on {who} for strategic risks", "search_news"),
     ]
     return {
         "steps": [
@@ -111,21 +117,22 @@ def deep_plan(task: str) -> dict[str, Any]:
 
 
 def step_calls(step_text: str, task: str = "") -> list[tuple[str, dict[str, Any]]]:
-    """The look-ups a step asks for, read from the step's own text. A text naming none
-    (a ReAct agent given the whole task) gets the look-ups its route would make."""
+    """The look-ups a step asks for, read from the step's own text, for every ticker it
+    names. A text naming no look-up (a ReAct agent given the whole task) gets every
+    look-up its route would make."""
     text = step_text.lower()
-    ticker = (tickers_in(step_text) or tickers_in(task) or ["(none named)"])[0]
     names = [name for word, name in _STEP_TOOLS if word in text]
     if not names:
         deep = route(task or step_text)["route"] == DEEP
         names = [n for _, n in _STEP_TOOLS if deep or n not in _DEEP_ONLY]
+    days = re.search(r"(\d+)-day", text)
     calls: list[tuple[str, dict[str, Any]]] = []
-    for name in names:
-        args: dict[str, Any] = {"ticker": ticker}
-        if name == "get_price_history":
-            days = re.search(r"(\d+)-day", text)
-            args["days"] = int(days.group(1)) if days else 30
-        calls.append((name, args))
+    for ticker in tickers_in(step_text) or tickers_in(task) or ["(none named)"]:
+        for name in names:
+            args: dict[str, Any] = {"ticker": ticker}
+            if name == "get_price_history":
+                args["days"] = int(days.group(1)) if days else 30
+            calls.append((name, args))
     return calls
 
 
@@ -161,7 +168,9 @@ def deep_report(task: str, step_results: str) -> str:
     risks = [x.removeprefix("Risk: ") for x in lines if x.startswith("Risk:")]
     problems = [x for x in lines if x.startswith("Data problem:")]
     facts = [x for x in lines if x not in problems and not x.startswith(("Strength:", "Risk:"))]
-    title = ", ".join(tickers_in(task)) or "the request"
+    who = ", ".join(tickers_in(task)) or "the request"
+    deep = route(task)["route"] == DEEP
+    title = f"Investment thesis and strategic risks: {who}" if deep else f"Research notes: {who}"
     lean = (
         "leans positive"
         if len(strengths) > len(risks)
@@ -177,7 +186,7 @@ def deep_report(task: str, step_results: str) -> str:
 
     return "\n\n".join(
         [
-            f"## Investment thesis and strategic risks: {title}",
+            f"## {title}",
             section("What the data says", facts),
             section("Thesis: strengths", strengths),
             section("Strategic risks", risks),
@@ -211,6 +220,11 @@ def verdict(draft: str, evidence: str) -> dict[str, Any]:
                 f"a tool reported an unknown ticker: {', '.join(unknown)}; "
                 "the draft cannot be checked for it, so a person should decide"
             ],
+        }
+    if not draft.strip():
+        return {
+            "verdict": "fail",
+            "reasons": ["the draft is empty: it does not answer the request"],
         }
     if not json_objects(evidence):
         return {"verdict": "needs_human", "reasons": ["no tool output to check the draft against"]}

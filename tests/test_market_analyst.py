@@ -36,6 +36,7 @@ def app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """Run the CLI in `tmp_path` (state and reports there), offline, tools instant."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.setenv("COLUMNS", "200")  # rich wraps at the terminal width
 
     def run(*argv: str, model=None) -> int:
         return cli.main([*argv, "--latency", "0"], model=model)
@@ -175,7 +176,9 @@ class FailingOnce:
         return self.model.complete(request)
 
 
-def test_an_api_error_mid_run_keeps_the_checkpoint_and_resume_continues(app, capsys) -> None:
+def test_an_api_error_mid_run_keeps_the_checkpoint_and_resume_continues(
+    app, capsys, tmp_path: Path
+) -> None:
     task = "Investment thesis and strategic risks for MSFT"
     assert app(task, model=FailingOnce(at=5)) == 1  # step 3's first executor call
     record = only_run(app.store)
@@ -184,8 +187,12 @@ def test_an_api_error_mid_run_keeps_the_checkpoint_and_resume_continues(app, cap
     assert record["status"] == "running" and "ModelError" in record["error"]
     done_before = [e["name"] for e in record["evidence"]]
     assert sorted(done_before) == ["get_financials", "get_price_history", "get_stock_snapshot"]
-    assert app("--resume", record["run_id"], "--offline") == 0
+    assert app("--list") == 0
+    assert f"Stopped part-way (resumable): {record['run_id']}" in capsys.readouterr().out
+    assert app("--resume", record["run_id"], "--offline", "--approve") == 0
+    assert "decide after reading the draft" in capsys.readouterr().out
     record = app.store.get(record["run_id"])
     assert record["status"] == "pending" and record["verdict"]["verdict"] == "pass"
+    assert reports(tmp_path) == []  # an approval given before the draft existed is not one
     names = [e["name"] for e in record["evidence"]]
     assert sorted(names) == sorted(RESEARCH_TOOLS)  # steps 1 and 2 were not run again

@@ -126,7 +126,11 @@ def test_demo_router_reads_the_request(task: str, route: str, tickers: list[str]
 
 
 def test_demo_executor_runs_real_tools_and_reports_only_their_figures() -> None:
-    loop = ReActLoop(DemoModel(), tools.RESEARCH_TOOLS, system="You are the executor of a Plan-and-Execute agent.")
+    loop = ReActLoop(
+        DemoModel(),
+        tools.RESEARCH_TOOLS,
+        system="You are the executor of a Plan-and-Execute agent.",
+    )
     result = loop.run("Get the snapshot and 90-day price history of MSFT")
     assert result.tool_calls == 2 and result.model_calls == 2
     evidence = data.snapshot("MSFT"), data.history_window("MSFT", 90)

@@ -96,12 +96,23 @@ def main(argv: list[str] | None = None, *, model: ModelClient | None = None) -> 
             return 2
         if record["status"] in (PENDING, PUBLISHED, REJECTED):
             return approval(console, store, record, args)
+        if args.approve or args.reject:  # nobody has seen the draft this run will write
+            console.print(
+                "[yellow]This run stopped before its draft; it continues first, "
+                "and you decide after reading the draft.[/]"
+            )
+            args.approve = args.reject = False
     if model is None:
         model, name, offline = choose_model(args)
     else:
         name, offline = type(model).__name__, isinstance(model, DemoModel)
     if offline:
         console.print(Panel(BANNER, title="deterministic stand-in", border_style="yellow"))
+        if args.model and not args.offline:
+            console.print(
+                f"[yellow]--model {args.model} is ignored: no --base-url and no "
+                "ANTHROPIC_API_KEY.[/]"
+            )
     else:
         console.print(f"Model: [bold]{name}[/]")
     view = RunView(console)

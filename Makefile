@@ -25,10 +25,19 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest --cov=agentloops --cov-report=term --cov-fail-under=90
 
+# The docs extra goes into the same .venv; its own stamp, so `make test` does not pay for it.
+$(VENV)/.docs-installed: pyproject.toml $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[docs]'
+	touch $@
+
+# NO_MKDOCS_2_WARNING silences mkdocs-material's end-of-life banner (printed, not a warning).
+docs: $(VENV)/.docs-installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 # The Market Analyst offline (deterministic stand-in model), one request per route.
 demo: $(STAMP)
 	$(BIN)/python examples/market_analyst.py --offline --yes "Quick snapshot of NVDA"
 	$(BIN)/python examples/market_analyst.py --offline --yes "Investment thesis and strategic risks for MSFT"
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .coverage
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .coverage site

@@ -2,11 +2,14 @@
 
 Import what you need from here: `from agentloops import ReActLoop, tool`.
 Importing has no side effects and does not import any provider SDK: provider clients
-(`AnthropicModel`) load on first access, and their SDK only when one is built.
+(`AnthropicModel`, `OpenAICompatModel`) load on first access, and their SDK only when one is built.
 """
 
 import typing as _typing
 
+from agentloops.batch import BatchItem, run_many
+from agentloops.checkpoint import Checkpointer, MemoryCheckpointer, SQLiteCheckpointer
+from agentloops.compare import Attempt, Comparison, LoopFactory, LoopSummary, compare
 from agentloops.errors import (
     AgentLoopsError,
     ApprovalRequired,
@@ -24,6 +27,7 @@ from agentloops.errors import (
     ToolStepFailed,
     TranscriptError,
 )
+from agentloops.evaluator import Evaluator, Verdict
 from agentloops.events import (
     ApprovalRequested,
     Event,
@@ -60,14 +64,20 @@ from agentloops.model import (
     ToolSpec,
     Usage,
 )
+from agentloops.plan_execute import Plan, PlanAndExecute, PlanExecuteResult, PlanStep
 from agentloops.react import ReActLoop, ReActResult
+from agentloops.router import RouteDecision, Router
 from agentloops.structured import StructuredReply, ask_structured, output_schema
 from agentloops.tools import ApprovalPolicy, Decision, Tool, ToolOutcome, ToolRegistry, tool
 
 if _typing.TYPE_CHECKING:  # pragma: no cover
     from agentloops.providers.anthropic import AnthropicModel
+    from agentloops.providers.openai_compat import OpenAICompatModel
 
-_LAZY = {"AnthropicModel": "agentloops.providers.anthropic"}
+_LAZY = {
+    "AnthropicModel": "agentloops.providers.anthropic",
+    "OpenAICompatModel": "agentloops.providers.openai_compat",
+}
 """Public names loaded on first access (module-level `__getattr__`, PEP 562)."""
 
 
@@ -86,14 +96,22 @@ __all__ = [
     "ApprovalPolicy",
     "ApprovalRequested",
     "ApprovalRequired",
+    "Attempt",
+    "BatchItem",
     "Block",
     "BudgetExceeded",
     "CheckpointError",
+    "Checkpointer",
+    "Comparison",
     "ConfigurationError",
     "Decision",
+    "Evaluator",
     "Event",
     "EventSink",
     "JSONLSink",
+    "LoopFactory",
+    "LoopSummary",
+    "MemoryCheckpointer",
     "Message",
     "ModelCallFinished",
     "ModelCallStarted",
@@ -103,18 +121,26 @@ __all__ = [
     "ModelRefused",
     "ModelRequest",
     "ModelResponse",
+    "OpenAICompatModel",
     "OutputSchema",
     "OutputTruncated",
+    "Plan",
+    "PlanAndExecute",
+    "PlanExecuteResult",
     "PlanMade",
+    "PlanStep",
     "PlanValidationError",
     "ReActLoop",
     "ReActResult",
     "RedactedThinking",
     "Replanned",
+    "RouteDecision",
+    "Router",
     "RunError",
     "RunFinished",
     "RunStalled",
     "RunStarted",
+    "SQLiteCheckpointer",
     "StepFinished",
     "StepLimitExceeded",
     "StepStarted",
@@ -133,9 +159,12 @@ __all__ = [
     "ToolStepFailed",
     "TranscriptError",
     "Usage",
+    "Verdict",
     "ask_structured",
+    "compare",
     "event_to_dict",
     "output_schema",
+    "run_many",
     "tool",
     "validate_transcript",
 ]

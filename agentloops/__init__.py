@@ -58,6 +58,13 @@ from agentloops.model import (
     Usage,
 )
 from agentloops.react import ReActLoop, ReActResult
+from agentloops.rewoo import (
+    ReWOOPipeline,
+    ReWOOPlan,
+    ReWOOPlanStep,
+    ReWOOResult,
+    validate_plan,
+)
 from agentloops.structured import StructuredReply, ask_structured, output_schema
 from agentloops.tools import ApprovalPolicy, Decision, Tool, ToolOutcome, ToolRegistry, tool
 
@@ -89,6 +96,10 @@ __all__ = [
     "PlanValidationError",
     "ReActLoop",
     "ReActResult",
+    "ReWOOPipeline",
+    "ReWOOPlan",
+    "ReWOOPlanStep",
+    "ReWOOResult",
     "RedactedThinking",
     "Replanned",
     "RunError",
@@ -117,5 +128,6 @@ __all__ = [
     "event_to_dict",
     "output_schema",
     "tool",
+    "validate_plan",
     "validate_transcript",
 ]

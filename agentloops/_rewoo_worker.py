@@ -1,0 +1,173 @@
+"""The ReWOO worker: runs a validated plan's tool calls on an executor, never the model.
+
+Each step is dispatched by the dependency-ready scheduler the moment its dependencies
+are done, with their outputs substituted for its placeholders. A failed step's
+dependents are not run, and their evidence says which dependency failed.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Mapping
+from concurrent.futures import Executor, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import pydantic
+
+from agentloops._placeholders import substitute
+from agentloops._rewoo_plan import ReWOOPlan, ReWOOPlanStep
+from agentloops._scheduler import GraphRun, Task, run_graph
+from agentloops.events import EventSink, StepFinished, StepStarted
+from agentloops.tools import ToolOutcome, ToolRegistry
+
+NOT_RUN = "not run: "
+"""Starts the evidence text of a step that was not run because a dependency failed."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Work:
+    """What the worker did with a plan."""
+
+    evidence: dict[str, ToolOutcome]
+    """Outcomes in plan order; an aborted run leaves out the steps never started."""
+    skipped: list[str]
+    """Steps not run because a dependency failed."""
+    aborted_by: str | None
+    """The failed step that stopped an `abort` run."""
+
+    def failures(self, plan: ReWOOPlan) -> list[str]:
+        """The failed steps, as problems to show a planner."""
+        tools = {s.step_id: s.tool_name for s in plan.steps}
+        return [
+            f"{sid} ({tools[sid]}) failed: {o.content:.500}"
+            for sid, o in self.evidence.items()
+            if o.is_error and sid not in self.skipped
+        ]
+
+
+def work_plan(
+    plan: ReWOOPlan,
+    registry: ToolRegistry,
+    *,
+    executor: Executor | None,
+    max_workers: int,
+    abort: bool,
+    on_event: EventSink | None,
+    run_id: str,
+) -> Work:
+    """Run a validated plan: each step as soon as its dependencies are done."""
+    steps = {s.step_id: s for s in plan.steps}
+    pool = executor or ThreadPoolExecutor(max_workers, thread_name_prefix="agentloops-rewoo")
+    # A thread pool gets the caller's contextvars; any other executor gets plain calls
+    # (a bound `registry.call` and its arguments) that pickle for a remote worker.
+    in_threads = isinstance(pool, ThreadPoolExecutor)
+
+    def prepare(step_id: str, results: Mapping[str, ToolOutcome]) -> Task:
+        step = steps[step_id]
+        args = step.tool_args
+        if step.depends_on:  # validation guarantees every placeholder is a dependency
+            args = _substituted(registry, step, {d: results[d].content for d in step.depends_on})
+        if in_threads:
+            return contextvars.copy_context().run, (registry.call, step.tool_name, args)
+        return registry.call, (step.tool_name, args)
+
+    hooks = {} if on_event is None else _hooks(on_event, run_id, steps)
+    try:
+        graph = run_graph(
+            {s.step_id: s.depends_on for s in plan.steps},
+            prepare,
+            executor=pool,
+            failed=_is_error,
+            abort_on_failure=abort,
+            **hooks,
+        )
+    finally:
+        if pool is not executor:
+            # Every submitted call has finished; never block on idle threads.
+            pool.shutdown(wait=False)
+    return _collect(plan, graph)
+
+
+def _substituted(registry: ToolRegistry, step: ReWOOPlanStep, outputs: dict[str, str]) -> Any:
+    """Arguments with outputs substituted: as text, or as parsed JSON where only that fits.
+
+    The registry validates them again before the call, so arguments that fit neither
+    way become this step's error outcome (naming the field), not an exception.
+    """
+    args = substitute(step.tool_args, outputs)
+    tool = registry.get(step.tool_name)
+    if tool is None:  # pragma: no cover - validation rejects unknown tools
+        return args
+    try:
+        tool.validate(args)
+    except pydantic.ValidationError:
+        parsed = substitute(step.tool_args, outputs, parse_json=True)
+        if parsed != args:
+            try:
+                tool.validate(parsed)
+                return parsed
+            except pydantic.ValidationError:
+                pass
+    return args
+
+
+def _is_error(outcome: ToolOutcome) -> bool:
+    return outcome.is_error
+
+
+def _skip_text(dep: str, root: str) -> str:
+    if dep == root:
+        return f"{NOT_RUN}it depends on {dep}, which failed"
+    return f"{NOT_RUN}it depends on {dep}, which was not run because {root} failed"
+
+
+def _collect(plan: ReWOOPlan, graph: GraphRun[str, ToolOutcome]) -> Work:
+    evidence: dict[str, ToolOutcome] = {}
+    skipped: list[str] = []
+    for step in plan.steps:
+        sid = step.step_id
+        if sid in graph.results:
+            evidence[sid] = graph.results[sid]
+        elif sid in graph.errors:
+            exc = graph.errors[sid]
+            text = f"the executor could not run this step: {type(exc).__name__}: {exc}"
+            evidence[sid] = ToolOutcome(content=text, is_error=True)
+        elif sid in graph.skipped:
+            skipped.append(sid)
+            text = _skip_text(graph.skipped[sid], graph.root_cause(sid))
+            evidence[sid] = ToolOutcome(content=text, is_error=True)
+    return Work(evidence=evidence, skipped=skipped, aborted_by=graph.aborted_by)
+
+
+def _hooks(sink: EventSink, run_id: str, steps: Mapping[str, ReWOOPlanStep]) -> dict[str, Any]:
+    """Scheduler hooks that turn dispatch, completion and skips into step events."""
+    roots: dict[str, str] = {}
+
+    def finished(step_id: str, ok: bool, seconds: float, summary: str) -> None:
+        sink(
+            StepFinished(
+                loop="rewoo",
+                run_id=run_id,
+                step_id=step_id,
+                ok=ok,
+                seconds=seconds,
+                summary=summary,
+            )
+        )
+
+    def on_start(step_id: str) -> None:
+        description = steps[step_id].description
+        sink(StepStarted(loop="rewoo", run_id=run_id, step_id=step_id, description=description))
+
+    def on_finish(step_id: str, value: ToolOutcome | BaseException) -> None:
+        if isinstance(value, BaseException):
+            finished(step_id, False, 0.0, f"{type(value).__name__}: {value}")
+        else:
+            finished(step_id, not value.is_error, value.seconds, value.content[:200])
+
+    def on_skip(step_id: str, dep: str) -> None:
+        roots[step_id] = root = roots.get(dep, dep)
+        finished(step_id, False, 0.0, _skip_text(dep, root))
+
+    return {"on_start": on_start, "on_finish": on_finish, "on_skip": on_skip}

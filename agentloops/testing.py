@@ -110,7 +110,7 @@ class FunctionModel:
         self.validate = validate
         self.requests: list[ModelRequest] = []
         self._lock = threading.Lock()
-        self._returned: dict[str, Message] = {}
+        self._returned: dict[str, Message | None] = {}
 
     def complete(self, request: ModelRequest) -> ModelResponse:
         if self.validate:
@@ -146,11 +146,12 @@ class FunctionModel:
 
     def _remember(self, message: Message) -> None:
         ids = [c.id for c in message.tool_calls]
-        if len(ids) != len(set(ids)):
-            return  # a malformed turn the loop will repair; nothing reliable to compare
+        malformed = len(ids) != len(set(ids))  # the loop will repair it: nothing to compare
         with self._lock:
             for key in _keys(message):
-                self._returned[key] = message
+                # A key seen before (an id the model reused) is ambiguous: stop comparing it.
+                known = malformed or key in self._returned
+                self._returned[key] = None if known else message
 
 
 def _keys(message: Message) -> list[str]:

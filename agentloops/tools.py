@@ -238,10 +238,12 @@ def _to_text(value: Any) -> str:
         return "(no output)"
     if isinstance(value, pydantic.BaseModel):
         return value.model_dump_json()
-    try:
-        return json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        return str(value)
+    if isinstance(value, dict | list | tuple | int | float | bool):
+        try:
+            return json.dumps(value, ensure_ascii=False, default=str)
+        except ValueError:  # a circular structure
+            pass
+    return str(value)
 
 
 def _describe(error: pydantic.ValidationError) -> str:

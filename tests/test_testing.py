@@ -1,0 +1,113 @@
+import threading
+
+import pytest
+
+from agentloops import Message, ModelRequest, Text, Thinking, ToolCall, ToolResult, TranscriptError
+from agentloops.testing import (
+    FunctionModel,
+    ScriptedModel,
+    ScriptExhausted,
+    respond,
+    respond_structured,
+    use_tools,
+)
+
+
+def _req(*messages):
+    return ModelRequest("", list(messages))
+
+
+def test_script_items_of_every_kind():
+    boom = RuntimeError("provider down")
+    model = ScriptedModel(["plain", respond("built"), boom, lambda r: f"saw {len(r.messages)}"])
+    q = _req(Message.user("q"))
+    assert model.complete(q).message.text == "plain"
+    assert model.complete(q).message.text == "built"
+    with pytest.raises(RuntimeError, match="provider down"):
+        model.complete(q)
+    assert model.complete(q).message.text == "saw 1"
+    assert model.calls == 4 and model.remaining == 0
+    model.assert_complete()
+
+
+def test_running_out_is_a_clear_error_and_assert_complete_catches_leftovers():
+    model = ScriptedModel(["a", "b"])
+    q = _req(Message.user("q"))
+    model.complete(q)
+    with pytest.raises(AssertionError, match="1 of 2 scripted responses were never used"):
+        model.assert_complete()
+    model.complete(q)
+    with pytest.raises(ScriptExhausted, match="call 3 was not expected"):
+        model.complete(q)
+
+
+def test_requests_are_recorded_as_snapshots():
+    model = ScriptedModel(["a", "b"])
+    messages = [Message.user("q")]
+    model.complete(_req(*messages))
+    assert len(model.requests[0].messages) == 1
+    live = [Message.user("q"), Message.assistant("a"), Message.user("again")]
+    request = ModelRequest("", live)
+    model.complete(request)
+    live.append(Message.assistant("b"))
+    assert len(model.requests[1].messages) == 3
+
+
+def test_builders():
+    turn = use_tools(("add", {"a": 1}), ToolCall("fixed", "f", {}), text="let me")
+    assert turn.stop_reason == "tool_use"
+    ids = [c.id for c in turn.message.tool_calls]
+    assert ids[1] == "fixed" and ids[0].startswith("toolu_")
+    assert turn.message.text == "let me"
+    again = use_tools(("add", {"a": 1}))
+    assert again.message.tool_calls[0].id != ids[0]
+    structured = respond_structured({"k": 1})
+    assert structured.output == {"k": 1} and structured.message.text == '{"k": 1}'
+
+
+def test_every_request_is_validated():
+    model = FunctionModel(lambda r: "x")
+    with pytest.raises(TranscriptError):
+        model.complete(_req(Message.user("q"), Message("assistant", (ToolCall("1", "f", {}),))))
+    unchecked = FunctionModel(lambda r: "x", validate=False)
+    unchecked.complete(_req(Message.assistant("no user turn")))
+
+
+def test_altered_or_dropped_thinking_is_caught():
+    thinking = Thinking("I should add", "sig-1")
+    model = ScriptedModel([use_tools(("add", {}), thinking=thinking), "done", "done"])
+    q = Message.user("q")
+    turn = model.complete(_req(q)).message
+    results = Message("user", tuple(ToolResult(c.id, "1") for c in turn.tool_calls))
+    # echoed unchanged: fine
+    model.complete(_req(q, turn, results))
+    # thinking dropped: rejected
+    dropped = Message("assistant", tuple(b for b in turn.content if not isinstance(b, Thinking)))
+    with pytest.raises(TranscriptError, match="altered"):
+        model.complete(_req(q, dropped, results))
+
+
+def test_altered_thinking_text_is_caught_by_signature():
+    model = ScriptedModel([respond("a", thinking=Thinking("plan", "sig-9")), "b"])
+    q = Message.user("q")
+    model.complete(_req(q))
+    forged = Message("assistant", (Thinking("edited plan", "sig-9"), Text("a")))
+    with pytest.raises(TranscriptError, match="altered"):
+        model.complete(_req(q, forged, Message.user("next")))
+
+
+def test_thread_safe_script_consumption():
+    model = ScriptedModel([str(i) for i in range(200)])
+    seen = []
+
+    def worker():
+        for _ in range(50):
+            seen.append(model.complete(_req(Message.user("q"))).message.text)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(seen, key=int) == [str(i) for i in range(200)]
+    model.assert_complete()

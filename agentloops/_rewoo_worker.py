@@ -50,18 +50,16 @@ def work_plan(
     plan: ReWOOPlan,
     registry: ToolRegistry,
     *,
-    executor: Executor | None,
-    max_workers: int,
+    executor: Executor,
     abort: bool,
     on_event: EventSink | None,
     run_id: str,
 ) -> Work:
     """Run a validated plan: each step as soon as its dependencies are done."""
     steps = {s.step_id: s for s in plan.steps}
-    pool = executor or ThreadPoolExecutor(max_workers, thread_name_prefix="agentloops-rewoo")
     # A thread pool gets the caller's contextvars; any other executor gets plain calls
     # (a bound `registry.call` and its arguments) that pickle for a remote worker.
-    in_threads = isinstance(pool, ThreadPoolExecutor)
+    in_threads = isinstance(executor, ThreadPoolExecutor)
 
     def prepare(step_id: str, results: Mapping[str, ToolOutcome]) -> Task:
         step = steps[step_id]
@@ -73,19 +71,14 @@ def work_plan(
         return registry.call, (step.tool_name, args)
 
     hooks = {} if on_event is None else _hooks(on_event, run_id, steps)
-    try:
-        graph = run_graph(
-            {s.step_id: s.depends_on for s in plan.steps},
-            prepare,
-            executor=pool,
-            failed=_is_error,
-            abort_on_failure=abort,
-            **hooks,
-        )
-    finally:
-        if pool is not executor:
-            # Every submitted call has finished; never block on idle threads.
-            pool.shutdown(wait=False)
+    graph = run_graph(
+        {s.step_id: s.depends_on for s in plan.steps},
+        prepare,
+        executor=executor,
+        failed=_is_error,
+        abort_on_failure=abort,
+        **hooks,
+    )
     return _collect(plan, graph)
 
 
@@ -96,19 +89,16 @@ def _substituted(registry: ToolRegistry, step: ReWOOPlanStep, outputs: dict[str,
     way become this step's error outcome (naming the field), not an exception.
     """
     args = substitute(step.tool_args, outputs)
+    parsed = substitute(step.tool_args, outputs, parse_json=True)
     tool = registry.get(step.tool_name)
-    if tool is None:  # pragma: no cover - validation rejects unknown tools
+    if parsed == args or tool is None:  # no JSON output fills a whole value: nothing to choose
         return args
-    try:
-        tool.validate(args)
-    except pydantic.ValidationError:
-        parsed = substitute(step.tool_args, outputs, parse_json=True)
-        if parsed != args:
-            try:
-                tool.validate(parsed)
-                return parsed
-            except pydantic.ValidationError:
-                pass
+    for candidate in (args, parsed):
+        try:
+            tool.validate(candidate)
+            return candidate
+        except pydantic.ValidationError:
+            continue
     return args
 
 

@@ -169,25 +169,38 @@ def cycles(deps: Mapping[K, Sequence[K]]) -> list[list[K]]:
     """Every cycle's members as a path that ends where it starts (`[a, b, a]`: a needs b,
     b needs a), one path per strongly connected component; self-loops included.
     Dependencies that name no node are ignored."""
+    edges = {node: [d for d in dict.fromkeys(ds) if d in deps] for node, ds in deps.items()}
+    # Kahn's pass peels off every node that can run; only what is left can be on a cycle.
+    waiting = {node: len(ds) for node, ds in edges.items()}
+    dependents: dict[K, list[K]] = {node: [] for node in edges}
+    for node, ds in edges.items():
+        for dep in ds:
+            dependents[dep].append(node)
+    ready = [node for node, n in waiting.items() if n == 0]
+    while ready:
+        for child in dependents[ready.pop()]:
+            waiting[child] -= 1
+            if waiting[child] == 0:
+                ready.append(child)
+    stuck = {node: [d for d in ds if waiting[d]] for node, ds in edges.items() if waiting[node]}
     found: list[list[K]] = []
-    for component in _components(deps):
+    for component in _components(stuck):
         start = component[0]
-        members = set(component)
-        if len(component) == 1 and start not in deps[start]:
-            continue
-        found.append(_path_back(start, deps, members))
+        if len(component) > 1 or start in stuck[start]:
+            found.append(_path_back(start, stuck, set(component)))
     return found
 
 
-def _components(deps: Mapping[K, Sequence[K]]) -> list[list[K]]:
-    """Strongly connected components (Tarjan's algorithm, iterative), members in `deps` order."""
-    order = {node: i for i, node in enumerate(deps)}
+def _components(edges: Mapping[K, list[K]]) -> list[list[K]]:
+    """Strongly connected components (Tarjan's algorithm, iterative), members in `edges`
+    order. Every edge must name a key of `edges`."""
+    order = {node: i for i, node in enumerate(edges)}
     index: dict[K, int] = {}
     low: dict[K, int] = {}
     stack: list[K] = []
     on_stack: set[K] = set()
     result: list[list[K]] = []
-    for root in deps:
+    for root in edges:
         if root in index:
             continue
         work: list[tuple[K, int]] = [(root, 0)]
@@ -197,10 +210,9 @@ def _components(deps: Mapping[K, Sequence[K]]) -> list[list[K]]:
                 index[node] = low[node] = len(index)
                 stack.append(node)
                 on_stack.add(node)
-            edges = [d for d in deps[node] if d in deps]
-            if i < len(edges):
+            if i < len(edges[node]):
                 work.append((node, i + 1))
-                child = edges[i]
+                child = edges[node][i]
                 if child not in index:
                     work.append((child, 0))
                 elif child in on_stack:
@@ -221,7 +233,7 @@ def _components(deps: Mapping[K, Sequence[K]]) -> list[list[K]]:
     return result
 
 
-def _path_back(start: K, deps: Mapping[K, Sequence[K]], members: set[K]) -> list[K]:
+def _path_back(start: K, deps: Mapping[K, list[K]], members: set[K]) -> list[K]:
     """The shortest dependency path from `start` back to itself inside one component."""
     previous: dict[K, K] = {}
     todo = deque([start])

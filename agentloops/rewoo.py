@@ -7,10 +7,11 @@ dependencies are done, and one solver call answers from all the evidence.
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -118,7 +119,8 @@ class ReWOOPipeline:
         tools: a `ToolRegistry`, or `Tool`s and typed functions.
         solver: the model that answers from the evidence (default: `planner`).
         executor: where tool steps run; any `concurrent.futures.Executor` (default: a
-            thread pool of `max_workers`, made for each `work` call).
+            thread pool of `max_workers`, made on first use and kept; `close()` or a
+            `with` block shuts it down).
         max_workers: size of the default thread pool.
         max_plan_steps: a longer plan is rejected before any tool runs.
         on_tool_error: "evidence" (a failure is evidence marked as an error; steps that
@@ -197,6 +199,8 @@ class ReWOOPipeline:
         self.max_retries = max_retries
         self.max_tokens = max_tokens
         self.on_event = on_event
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
 
     # -- the three stages, public so each can be used (and tested) alone ------------
 
@@ -242,7 +246,7 @@ class ReWOOPipeline:
             feedback: tuple[str, list[str]] | None = None
             while True:
                 plan = self._plan(run, task, feedback)
-                done = self._work(run, plan)
+                done = self._work(run, plan, validated=True)
                 failures = done.failures(plan)
                 if failures and self.replan_on_failure and run.replans < self.max_replans:
                     self._replanned(run, failures)
@@ -313,13 +317,13 @@ class ReWOOPipeline:
 
     # -- worker ---------------------------------------------------------------------------
 
-    def _work(self, run: _Run, plan: ReWOOPlan) -> Work:
-        validate_plan(plan, self.tools, max_steps=self.max_plan_steps)
+    def _work(self, run: _Run, plan: ReWOOPlan, *, validated: bool = False) -> Work:
+        if not validated:
+            validate_plan(plan, self.tools, max_steps=self.max_plan_steps)
         done = work_plan(
             plan,
             self.tools,
-            executor=self.executor,
-            max_workers=self.max_workers,
+            executor=self.executor or self._thread_pool(),
             abort=self.on_tool_error == "abort",
             on_event=self.on_event,
             run_id=run.run_id,
@@ -335,6 +339,30 @@ class ReWOOPipeline:
             f"{len(run.evidence)} of {total} steps finished"
         )
         return ToolStepFailed(message, result=self._result(run, "", "tool_failed", message))
+
+    def _thread_pool(self) -> ThreadPoolExecutor:
+        # One pool per pipeline, made on first use: starting threads for every run would
+        # cost more than scheduling a whole small plan.
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(
+                    self.max_workers, thread_name_prefix="agentloops-rewoo"
+                )
+            return self._pool
+
+    def close(self) -> None:
+        """Shut down the default thread pool (a caller's `executor` is left alone).
+        A later run starts a new one."""
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False)
+
+    def __enter__(self) -> ReWOOPipeline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- solver -------------------------------------------------------------------------
 
@@ -385,8 +413,5 @@ class ReWOOPipeline:
 
 
 def _stop_reason(exc: AgentLoopsError) -> ReWOOStopReason:
-    if isinstance(exc, PlanValidationError):
-        return "invalid_plan"
-    if isinstance(exc, ToolStepFailed):
-        return "tool_failed"
-    return "error"
+    # ToolStepFailed is raised with its result already built.
+    return "invalid_plan" if isinstance(exc, PlanValidationError) else "error"

@@ -388,6 +388,17 @@ def test_substituted_values_are_typed_by_the_tool_schema() -> None:
     assert not any(v.is_error for v in evidence.values())
 
 
+def test_a_json_output_that_fits_neither_way_is_that_steps_error() -> None:
+    plan = plan_of(
+        step("#E1", "listing", {"n": 2}), step("#E2", "add", {"a": "#E1", "b": 1}, ["#E1"])
+    )
+    evidence = pipeline().work(plan)
+    assert (
+        "invalid arguments for 'add': a: Input should be a valid number" in evidence["#E2"].content
+    )
+    assert "(got '[1, 2]')" in evidence["#E2"].content
+
+
 def test_a_substituted_value_that_fails_the_schema_is_that_steps_error() -> None:
     plan = plan_of(
         step("#E1", "search", {"query": "x"}),
@@ -663,15 +674,20 @@ def test_any_executor_gets_picklable_calls_and_is_not_shut_down() -> None:
 
 
 def test_an_executor_failure_becomes_error_evidence() -> None:
+    events: list[Event] = []
     plan = plan_of(
         step("#E1", "price", {"ticker": "AAPL"}),
         step("#E2", "add", {"a": "#E1", "b": 1}, ["#E1"]),
     )
-    evidence = pipeline(executor=PicklingExecutor(fail_for="price")).work(plan)
+    p = pipeline(executor=PicklingExecutor(fail_for="price"), on_event=events.append)
+    evidence = p.work(plan)
     assert evidence["#E1"].content == (
         "the executor could not run this step: ConnectionError: worker lost"
     )
     assert evidence["#E2"].content.startswith("not run: it depends on #E1")
+    finished = [e for e in events if isinstance(e, StepFinished)]
+    assert [(e.step_id, e.ok) for e in finished] == [("#E1", False), ("#E2", False)]
+    assert finished[0].summary == "ConnectionError: worker lost"
 
 
 def test_a_caller_owned_thread_pool_stays_open() -> None:
@@ -940,3 +956,20 @@ def test_a_solver_error_keeps_the_evidence() -> None:
 def test_configuration_errors(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):
         pipeline(**kwargs)
+
+
+def test_the_default_pool_is_kept_until_closed() -> None:
+    plan = plan_of(step("#E1", "search", {"query": "x"}))
+    with pipeline() as p:
+        assert p.work(plan)["#E1"].content == "results for x"
+        assert p.work(plan)["#E1"].content == "results for x"
+    p.close()  # twice is harmless
+    assert p.work(plan)["#E1"].content == "results for x"  # a new pool after close
+    p.close()
+
+
+def test_a_planner_with_no_usable_tools_is_told_so() -> None:
+    model = ScriptedModel([respond_structured({"steps": [step("#E1", "publish", {"text": "x"})]})])
+    with pytest.raises(PlanValidationError, match="requires human approval"):
+        pipeline(model, tools=[publish]).plan("publish it")
+    assert model.requests[0].system.endswith("Tools:\n(none)")

@@ -230,6 +230,51 @@ def test_a_raising_hook_propagates_and_starts_nothing_more(pool: ThreadPoolExecu
     assert submitted == ["a"]
 
 
+def test_a_raising_hook_cancels_what_has_not_started() -> None:
+    gate = threading.Event()
+    ran: list[str] = []
+
+    def prepare(node: str, results: Mapping[str, Any]) -> Any:
+        if node == "first":
+            return str.upper, (node,)
+        return _record, (node, ran, gate)
+
+    def on_finish(node: str, value: Any) -> None:
+        raise KeyError("sink bug")
+
+    with ThreadPoolExecutor(1) as one:
+        blocker = one.submit(gate.wait, WAIT)  # holds the only thread: "queued" cannot start
+        with pytest.raises(KeyError):
+            run_graph(
+                {"first": [], "queued": []},
+                prepare,
+                executor=InlineFirst(one),
+                on_finish=on_finish,
+            )
+        gate.set()
+        blocker.result()
+    assert ran == []
+
+
+class InlineFirst(Executor):
+    """Runs the first call inline, hands the rest to `pool`."""
+
+    def __init__(self, pool: Executor) -> None:
+        self.pool = pool
+        self.calls = 0
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        self.calls += 1
+        if self.calls == 1:
+            return InlineExecutor().submit(fn, *args, **kwargs)
+        return self.pool.submit(fn, *args, **kwargs)
+
+
+def _record(node: str, ran: list[str], gate: threading.Event) -> str:
+    ran.append(node)
+    return node
+
+
 @pytest.mark.parametrize(
     ("deps", "message"),
     [

@@ -565,7 +565,8 @@ def test_abort_stops_dispatching_waits_for_running_steps_and_carries_evidence() 
     assert "2 of 3 steps finished" in str(info.value)
 
 
-def test_a_hung_tool_times_out_and_its_dependents_do_not_run() -> None:
+def test_hung_tools_time_out_and_their_dependents_do_not_run() -> None:
+    # As many hung tools as workers: the timeouts free the workers for the other branch.
     release = threading.Event()
 
     @tool(timeout=0.2)
@@ -577,15 +578,31 @@ def test_a_hung_tool_times_out_and_its_dependents_do_not_run() -> None:
     try:
         plan = plan_of(
             step("#E1", "hangs", {}),
-            step("#E2", "echo", {"text": "#E1"}, ["#E1"]),
-            step("#E3", "search", {"query": "other branch"}),
+            step("#E2", "hangs", {}),
+            step("#E3", "echo", {"text": "#E1"}, ["#E1"]),
+            step("#E4", "search", {"query": "other branch"}),
         )
-        evidence = pipeline(tools=[hangs, echo, search], max_workers=1).work(plan)
+        evidence = pipeline(tools=[hangs, echo, search], max_workers=2).work(plan)
     finally:
         release.set()
-    assert evidence["#E1"].is_error and "timed out after 0.2 s" in evidence["#E1"].content
-    assert evidence["#E2"].content == "not run: it depends on #E1, which failed"
-    assert evidence["#E3"].content == "results for other branch"
+    for sid in ("#E1", "#E2"):
+        assert evidence[sid].is_error and "timed out after 0.2 s" in evidence[sid].content
+    assert evidence["#E3"].content == "not run: it depends on #E1, which failed"
+    assert evidence["#E4"].content == "results for other branch"
+
+
+def test_an_over_long_output_is_an_error_and_never_substituted() -> None:
+    @tool
+    def flood() -> str:
+        """Far too much text."""
+        return "x" * 60_000
+
+    plan = plan_of(step("#E1", "flood", {}), step("#E2", "echo", {"text": "#E1"}, ["#E1"]))
+    evidence = pipeline(tools=[flood, echo]).work(plan)
+    assert evidence["#E1"].is_error and "output too long" in evidence["#E1"].content
+    assert len(evidence["#E1"].content) < 50_200
+    assert evidence["#E2"].content.startswith("not run:")
+    assert CALLS["echo"] == 0
 
 
 def test_fifty_concurrent_steps_lose_nothing() -> None:

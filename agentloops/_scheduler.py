@@ -95,7 +95,11 @@ def run_graph(
         fn, args = prepare(node, run.results)
         if on_start is not None:
             on_start(node)
-        future = executor.submit(fn, *args)
+        try:
+            future = executor.submit(fn, *args)
+        except Exception as exc:  # e.g. arguments a remote executor cannot pickle
+            future = Future()
+            future.set_exception(exc)
         running.add(future)
         # The callback runs on the executor's thread; the queue hands the node back here.
         future.add_done_callback(lambda f: done.put((node, f)))

@@ -23,15 +23,13 @@ from agentloops._rewoo_prompts import (
     planner_system,
     solver_prompt,
 )
+from agentloops._rewoo_result import SOLVER_STOPS, ReWOOResult, ReWOOStopReason
 from agentloops._rewoo_worker import Work, work_plan
 from agentloops.errors import (
     AgentLoopsError,
     ConfigurationError,
     ModelOutputError,
-    ModelRefused,
-    OutputTruncated,
     PlanValidationError,
-    RunError,
     ToolStepFailed,
 )
 from agentloops.events import EventSink, PlanMade, Replanned, RunFinished, RunStarted
@@ -52,53 +50,6 @@ __all__ = [
 ]
 
 
-ReWOOStopReason = Literal[
-    "answered", "refused", "max_tokens", "context_window", "invalid_plan", "tool_failed", "error"
-]
-_SOLVER_STOPS: dict[str, ReWOOStopReason] = {
-    "refusal": "refused",
-    "max_tokens": "max_tokens",
-    "context_window": "context_window",
-}
-_RAISES: dict[str, type[RunError]] = {
-    "refused": ModelRefused,
-    "max_tokens": OutputTruncated,
-    "context_window": OutputTruncated,
-    "tool_failed": ToolStepFailed,
-}
-
-
-@dataclass(frozen=True, kw_only=True)
-class ReWOOResult:
-    """What a ReWOO run produced. An error raised by a run carries one as `.result`."""
-
-    answer: str
-    """The solver's answer ("" when the run stopped before solving)."""
-    plan: ReWOOPlan | None
-    """The plan that ran (the last one, after re-planning); None if none was made."""
-    evidence: dict[str, ToolOutcome]
-    """Each step's outcome, in plan order; failed and not-run steps are `is_error`."""
-    usage: Usage
-    model_calls: int
-    replans: int = 0
-    run_id: str = ""
-    stop_reason: ReWOOStopReason = "answered"
-    skipped: list[str] = field(default_factory=list)
-    """Steps not run because a dependency failed."""
-    detail: str = ""
-
-    @property
-    def failed_steps(self) -> list[str]:
-        """Steps whose tool ran and failed (not counting the skipped ones)."""
-        return [k for k, o in self.evidence.items() if o.is_error and k not in self.skipped]
-
-    def raise_for_stop(self) -> None:
-        """Raise the matching `RunError` (with this result) unless the run answered."""
-        if self.stop_reason != "answered":
-            error = _RAISES.get(self.stop_reason, RunError)
-            raise error(self.detail or self.stop_reason, result=self)
-
-
 @dataclass(kw_only=True)
 class _Run:
     run_id: str
@@ -109,6 +60,10 @@ class _Run:
     evidence: dict[str, ToolOutcome] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
     started: float = field(default_factory=time.perf_counter)
+
+    def spend(self, usage: Usage | None, calls: int) -> None:
+        self.usage = self.usage + (usage or Usage())
+        self.model_calls += calls
 
 
 class ReWOOPipeline:
@@ -261,7 +216,7 @@ class ReWOOPipeline:
                 exc.result = self._result(run, "", _stop_reason(exc), str(exc))
             self._finished(run, exc.result.stop_reason)
             raise
-        reason = _SOLVER_STOPS.get(solver_stop, "answered")
+        reason = SOLVER_STOPS.get(solver_stop, "answered")
         detail = "" if reason == "answered" else f"solver stop_reason={solver_stop}"
         result = self._result(run, answer, reason, detail)
         self._finished(run, reason)
@@ -288,15 +243,9 @@ class ReWOOPipeline:
                     run_id=run.run_id,
                 )
             except ModelOutputError as exc:
-                run.usage, run.model_calls = (
-                    run.usage + (exc.usage or Usage()),
-                    run.model_calls + exc.model_calls,
-                )
+                run.spend(exc.usage, exc.model_calls)
                 raise
-            run.usage, run.model_calls = (
-                run.usage + reply.usage,
-                run.model_calls + reply.model_calls,
-            )
+            run.spend(reply.usage, reply.model_calls)
             run.plan = plan = reply.value
             problems = plan_problems(plan, self.tools, self.max_plan_steps)
             if not problems:
@@ -376,7 +325,7 @@ class ReWOOPipeline:
         response = complete_with_events(
             self.solver, request, self.on_event, "rewoo", run.run_id, run.model_calls
         )
-        run.usage, run.model_calls = run.usage + response.usage, run.model_calls + 1
+        run.spend(response.usage, 1)
         return response.message.text, response.stop_reason
 
     # -- results and events -------------------------------------------------------------

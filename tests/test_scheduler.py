@@ -157,6 +157,29 @@ def test_an_executor_failure_is_the_nodes_failure(pool: ThreadPoolExecutor) -> N
     assert run.results == {"c": "C"}
 
 
+class RefusingExecutor(Executor):
+    """Refuses some calls at submit time, as a remote executor does with unpicklable ones."""
+
+    def __init__(self, refuse: str) -> None:
+        self.refuse = refuse
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        if self.refuse in args:
+            raise TypeError(f"cannot pickle {self.refuse!r}")
+        return InlineExecutor().submit(fn, *args, **kwargs)
+
+
+def test_a_call_the_executor_refuses_is_the_nodes_failure() -> None:
+    run = run_graph(
+        {"a": [], "b": ["a"], "c": []},
+        lambda n, r: (str.upper, (n,)),
+        executor=RefusingExecutor("a"),
+    )
+    assert str(run.errors["a"]) == "cannot pickle 'a'"
+    assert run.skipped == {"b": "a"}
+    assert run.results == {"c": "C"}
+
+
 def _boom() -> str:
     raise RuntimeError("lost the worker")
 

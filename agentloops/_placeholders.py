@@ -91,11 +91,16 @@ def _output(outputs: Mapping[str, str], step_id: str) -> str:
         raise Unresolved(step_id) from None
 
 
+def looks_like_json(text: str) -> bool:
+    """A cheap first test: could `text` be a JSON value other than a string?"""
+    stripped = text.lstrip()
+    return bool(stripped) and stripped[0] in "{[-0123456789tfn"
+
+
 def _parsed(text: str) -> Any:
-    stripped = text.strip()
-    if not stripped or stripped[0] not in '{["-0123456789tfn':
+    if not looks_like_json(text):
         return text
     try:
-        return json.loads(stripped)
+        return json.loads(text)
     except ValueError:
         return text

@@ -15,7 +15,7 @@ from typing import Any
 
 import pydantic
 
-from agentloops._placeholders import substitute
+from agentloops._placeholders import looks_like_json, substitute
 from agentloops._rewoo_plan import ReWOOPlan, ReWOOPlanStep
 from agentloops._scheduler import GraphRun, Task, run_graph
 from agentloops.events import EventSink, StepFinished, StepStarted
@@ -75,6 +75,7 @@ def work_plan(
         {s.step_id: s.depends_on for s in plan.steps},
         prepare,
         executor=executor,
+        checked=True,  # the plan was validated: no unknown dependency, no cycle
         failed=_is_error,
         abort_on_failure=abort,
         **hooks,
@@ -89,9 +90,11 @@ def _substituted(registry: ToolRegistry, step: ReWOOPlanStep, outputs: dict[str,
     way become this step's error outcome (naming the field), not an exception.
     """
     args = substitute(step.tool_args, outputs)
+    if not any(looks_like_json(text) for text in outputs.values()):
+        return args  # the common case: only text to substitute, nothing to choose
     parsed = substitute(step.tool_args, outputs, parse_json=True)
     tool = registry.get(step.tool_name)
-    if parsed == args or tool is None:  # no JSON output fills a whole value: nothing to choose
+    if parsed == args or tool is None:  # no JSON output fills a whole value
         return args
     for candidate in (args, parsed):
         try:

@@ -57,6 +57,7 @@ def run_graph(
     executor: Executor,
     failed: Callable[[R], bool] = _never,
     abort_on_failure: bool = False,
+    checked: bool = False,
     on_start: Callable[[K], None] | None = None,
     on_finish: Callable[[K, R | BaseException], None] | None = None,
     on_skip: Callable[[K, K], None] | None = None,
@@ -73,13 +74,15 @@ def run_graph(
             skipped (or, with `abort_on_failure`, nothing more is dispatched).
         abort_on_failure: on the first failure stop dispatching, wait for the calls
             already running, and return with `aborted_by` set.
+        checked: the caller has already ruled out unknown dependencies and cycles.
         on_start, on_finish, on_skip: hooks called on this thread, in event order.
 
     Raises:
         ConfigurationError: a dependency names no node, or the graph has a cycle;
             raised before anything is submitted.
     """
-    _check(deps)
+    if not checked:
+        _check(deps)
     remaining = {node: len(set(d)) for node, d in deps.items()}
     dependents: dict[K, list[K]] = {node: [] for node in deps}
     for node, d in deps.items():

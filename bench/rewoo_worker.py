@@ -6,7 +6,7 @@ latencies) with three schedulers side by side in one run, and reports each one's
 time over the critical path. Then measures the worker's own cost per step with
 zero-latency tools. Prints a markdown table.
 
-    .venv/bin/python bench/rewoo_worker.py [--repeats 3] [--seeds 5]
+    .venv/bin/python bench/rewoo_worker.py [--repeats 5] [--seeds 5]
 
 Targets (DESIGN.md section 7): ours within 5 ms of the critical path on every DAG;
 at most 50 us of scheduling per step with zero-latency tools.
@@ -171,7 +171,9 @@ def timed(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--repeats", type=int, default=3, help="runs per DAG (median taken)")
+    parser.add_argument(
+        "--repeats", type=int, default=5, help="runs per DAG for batch-barrier and ours (median)"
+    )
     parser.add_argument("--seeds", type=int, default=5, help="random layered DAGs")
     options = parser.parse_args()
 
@@ -182,8 +184,13 @@ def main() -> None:
         (f"random layered, 20 steps, seed {s}", random_layered(s)) for s in range(options.seeds)
     ]
 
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"machine: {os.cpu_count()} cores, Python {platform.python_version()}, {sys.platform}")
-    print(f"thread pools of {WORKERS} workers; median of {options.repeats} runs per DAG\n")
+    print(f"load average at start: {load}")
+    print(
+        f"thread pools of {WORKERS} workers; sequential: 1 run, batch-barrier and ours: "
+        f"median of {options.repeats} runs per DAG\n"
+    )
     print(
         "| DAG | steps | critical path (ms) | sequential | batch-barrier | ours "
         "| ours - critical path (ms) | ours - measured critical path (ms) |"
@@ -194,7 +201,7 @@ def main() -> None:
     with ThreadPoolExecutor(WORKERS) as pool:
         for name, plan in dags:
             cp = critical_path_ms(plan)
-            seq = timed(partial(sequential, plan), options.repeats)
+            seq = timed(partial(sequential, plan), 1)  # slow and steady: one run is enough
             bar = timed(partial(batch_barrier, plan, pool), options.repeats)
             samples = [ours(pipeline, plan) for _ in range(options.repeats)]
             our = statistics.median(wall for wall, _ in samples)
@@ -221,7 +228,8 @@ def main() -> None:
         total_ms = timed(partial(work_many, lean, plan, reps), 5, min)
         print(f"| random layered, {n} steps | {reps} | {total_ms * 1000 / (reps * n):.1f} |")
     print("\ntarget: <= 50 us/step")
-    print(f"\nbenchmark took {time.perf_counter() - start:.1f} s")
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"\nbenchmark took {time.perf_counter() - start:.1f} s; load average at the end: {load}")
 
 
 if __name__ == "__main__":

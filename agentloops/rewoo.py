@@ -307,6 +307,17 @@ class ReWOOPipeline:
         if pool is not None:
             pool.shutdown(wait=False)
 
+    def __getstate__(self) -> dict[str, Any]:
+        # A pipeline sent to another process (a batch run on Dask) starts its own pool there.
+        state = self.__dict__.copy()
+        state["_pool"] = None
+        del state["_pool_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._pool_lock = threading.Lock()
+
     def __enter__(self) -> ReWOOPipeline:
         return self
 

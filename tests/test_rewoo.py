@@ -990,3 +990,22 @@ def test_a_planner_with_no_usable_tools_is_told_so() -> None:
     with pytest.raises(PlanValidationError, match="requires human approval"):
         pipeline(model, tools=[publish]).plan("publish it")
     assert model.requests[0].system.endswith("Tools:\n(none)")
+
+
+class PlainPlanner:
+    """A picklable model (the scripted fakes hold locks): plans TWO_PRICES, then answers."""
+
+    def complete(self, request: ModelRequest) -> Any:
+        if request.output is not None:
+            return respond_structured(TWO_PRICES)
+        return respond("600.5")
+
+
+def test_a_pipeline_pickles_and_runs_after_unpickling() -> None:
+    p = pipeline(PlainPlanner())
+    p.work(plan_of(step("#E1", "search", {"query": "x"})))  # its pool exists now
+    copy = pickle.loads(pickle.dumps(p))
+    assert copy.run("sum").answer == "600.5"
+    assert p.run("sum").answer == "600.5"
+    p.close()
+    copy.close()

@@ -24,8 +24,17 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest --cov=agentloops --cov-report=term --cov-fail-under=90
 
+# The docs extra goes into the same .venv; its own stamp, so `make test` does not pay for it.
+$(VENV)/.docs-installed: pyproject.toml $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[docs]'
+	touch $@
+
+# NO_MKDOCS_2_WARNING silences mkdocs-material's end-of-life banner (printed, not a warning).
+docs: $(VENV)/.docs-installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 demo: $(STAMP)
 	$(BIN)/python examples/react_quickstart.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .coverage
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .coverage site

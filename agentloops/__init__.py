@@ -1,9 +1,15 @@
 """agentloops: ReAct, ReWOO and Plan-and-Execute agent loops, hand-written and small.
 
 Import what you need from here: `from agentloops import ReActLoop, tool`.
-Importing has no side effects and does not import any provider SDK.
+Importing has no side effects and does not import any provider SDK: provider clients
+(`AnthropicModel`, `OpenAICompatModel`) load on first access, and their SDK only when one is built.
 """
 
+import typing as _typing
+
+from agentloops.batch import BatchItem, run_many
+from agentloops.checkpoint import Checkpointer, MemoryCheckpointer, SQLiteCheckpointer
+from agentloops.compare import Attempt, Comparison, LoopFactory, LoopSummary, compare
 from agentloops.errors import (
     AgentLoopsError,
     ApprovalRequired,
@@ -21,6 +27,7 @@ from agentloops.errors import (
     ToolStepFailed,
     TranscriptError,
 )
+from agentloops.evaluator import Evaluator, Verdict
 from agentloops.events import (
     ApprovalRequested,
     Event,
@@ -57,6 +64,7 @@ from agentloops.model import (
     ToolSpec,
     Usage,
 )
+from agentloops.plan_execute import Plan, PlanAndExecute, PlanExecuteResult, PlanStep
 from agentloops.react import ReActLoop, ReActResult
 from agentloops.rewoo import (
     ReWOOPipeline,
@@ -65,22 +73,52 @@ from agentloops.rewoo import (
     ReWOOResult,
     validate_plan,
 )
+from agentloops.router import RouteDecision, Router
 from agentloops.structured import StructuredReply, ask_structured, output_schema
 from agentloops.tools import ApprovalPolicy, Decision, Tool, ToolOutcome, ToolRegistry, tool
 
+if _typing.TYPE_CHECKING:  # pragma: no cover
+    from agentloops.providers.anthropic import AnthropicModel
+    from agentloops.providers.openai_compat import OpenAICompatModel
+
+_LAZY = {
+    "AnthropicModel": "agentloops.providers.anthropic",
+    "OpenAICompatModel": "agentloops.providers.openai_compat",
+}
+"""Public names loaded on first access (module-level `__getattr__`, PEP 562)."""
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agentloops' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
 __all__ = [
     "AgentLoopsError",
+    "AnthropicModel",
     "ApprovalPolicy",
     "ApprovalRequested",
     "ApprovalRequired",
+    "Attempt",
+    "BatchItem",
     "Block",
     "BudgetExceeded",
     "CheckpointError",
+    "Checkpointer",
+    "Comparison",
     "ConfigurationError",
     "Decision",
+    "Evaluator",
     "Event",
     "EventSink",
     "JSONLSink",
+    "LoopFactory",
+    "LoopSummary",
+    "MemoryCheckpointer",
     "Message",
     "ModelCallFinished",
     "ModelCallStarted",
@@ -90,9 +128,14 @@ __all__ = [
     "ModelRefused",
     "ModelRequest",
     "ModelResponse",
+    "OpenAICompatModel",
     "OutputSchema",
     "OutputTruncated",
+    "Plan",
+    "PlanAndExecute",
+    "PlanExecuteResult",
     "PlanMade",
+    "PlanStep",
     "PlanValidationError",
     "ReActLoop",
     "ReActResult",
@@ -102,10 +145,13 @@ __all__ = [
     "ReWOOResult",
     "RedactedThinking",
     "Replanned",
+    "RouteDecision",
+    "Router",
     "RunError",
     "RunFinished",
     "RunStalled",
     "RunStarted",
+    "SQLiteCheckpointer",
     "StepFinished",
     "StepLimitExceeded",
     "StepStarted",
@@ -124,9 +170,12 @@ __all__ = [
     "ToolStepFailed",
     "TranscriptError",
     "Usage",
+    "Verdict",
     "ask_structured",
+    "compare",
     "event_to_dict",
     "output_schema",
+    "run_many",
     "tool",
     "validate_plan",
     "validate_transcript",

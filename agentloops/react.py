@@ -186,7 +186,7 @@ class ReActLoop:
             `requires_approval=True` always ask unless the policy denies them.
         on_event: receives every `Event`.
 
-    Example:
+    Examples:
         >>> from agentloops.testing import ScriptedModel
         >>> ReActLoop(ScriptedModel(["Paris."]), []).run("Capital of France?").answer
         'Paris.'
@@ -251,7 +251,8 @@ class ReActLoop:
 
         Raises:
             ConfigurationError: the result is not paused, a decision names no pending call,
-                a pending call has no decision, or this pause was already resumed.
+                a pending call has no decision, a decision is not a bool, or this pause was
+                already resumed by this loop.
         """
         if result.stop_reason != "approval_required":
             raise ConfigurationError(f"only a paused run can resume, not {result.stop_reason!r}")
@@ -264,6 +265,9 @@ class ReActLoop:
         missing = sorted(set(pending) - set(decisions))
         if missing:
             raise ConfigurationError(f"no decision for pending calls {missing}")
+        not_bool = sorted(k for k, v in decisions.items() if not isinstance(v, bool))
+        if not_bool:  # a truthy "no" must never approve a call
+            raise ConfigurationError(f"decisions must be True or False; not for {not_bool}")
         turn = result.messages[-1]
         shown = {c.id: c for c in turn.tool_calls}
         if any(shown.get(i) != c for i, c in pending.items()):
@@ -475,8 +479,10 @@ class ReActLoop:
         held: list[ToolResult] | None = None,
     ) -> ReActResult:
         last = run.messages[-1]
+        # A paused turn's text is a preamble to its pending calls, not an answer.
+        answered = last.role == "assistant" and stop_reason != "approval_required"
         return ReActResult(
-            answer=last.text if last.role == "assistant" else "",
+            answer=last.text if answered else "",
             stop_reason=stop_reason,
             messages=run.messages,
             usage=run.usage,

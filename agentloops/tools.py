@@ -29,6 +29,11 @@ Decision = Literal["allow", "deny", "ask"]
 ApprovalPolicy = Callable[[ToolCall], Decision]
 """Decides per call: run it, refuse it, or pause for a human."""
 
+INVALID_ARGUMENTS = "__invalid_arguments__"
+"""The key a provider puts in `ToolCall.args` when the model's arguments did not parse
+(`{INVALID_ARGUMENTS: "what was wrong"}`): the registry answers with that problem as an
+error result and never runs the tool."""
+
 _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters):\s*$")
 
@@ -183,7 +188,7 @@ def tool(
 ) -> Any:
     """Turn a typed function into a `Tool`, with or without arguments.
 
-    Example:
+    Examples:
         >>> @tool
         ... def add(a: int, b: int) -> int:
         ...     '''Add two integers.'''
@@ -348,6 +353,8 @@ class ToolRegistry:
             return _error(f"unknown tool {name!r}; available tools: {known}", start)
         if not isinstance(args, dict):
             return _error(f"arguments for {name!r} must be a JSON object, got {args!r:.80}", start)
+        if INVALID_ARGUMENTS in args:
+            return _error(f"invalid arguments for {name!r}: {args[INVALID_ARGUMENTS]}", start)
         try:
             kwargs = t.validate(args)
         except pydantic.ValidationError as exc:

@@ -1,0 +1,282 @@
+"""Plan-and-Execute records: the plan schema the planner fills, and the JSON state of a run.
+
+`RunState` is what a checkpointer stores: enough to continue at the first unfinished
+step in another process, and nothing a finished step would need again (no transcripts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from agentloops._plan_prompts import Plan, PlanRevision, PlanStep, plan_problems
+from agentloops.errors import (
+    ApprovalRequired,
+    CheckpointError,
+    ModelRefused,
+    OutputTruncated,
+    RunError,
+    TranscriptError,
+)
+from agentloops.messages import ToolCall, validate_transcript
+from agentloops.model import Usage
+from agentloops.react import ReActResult
+
+STATE_FORMAT = 1
+"""The version of the saved run state; a newer one is refused, never misread."""
+
+StepStatus = Literal["pending", "done", "incomplete", "paused"]
+_RAISES: dict[str, type[RunError]] = {
+    "approval_required": ApprovalRequired,
+    "refused": ModelRefused,
+    "max_tokens": OutputTruncated,
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanExecuteResult:
+    """What a Plan-and-Execute run produced, or how far a paused or failed run got."""
+
+    answer: str
+    plan: Plan
+    step_results: list[str]
+    """One per plan step, in plan order ("" for a step that has not finished)."""
+    usage: Usage
+    """Every model call of the run: planner, steps, replanner, reporter."""
+    model_calls: int
+    run_id: str
+    stop_reason: str
+    """"answered", "approval_required", "refused", "max_tokens" (the reporter's reply),
+    or "error" (on an exception's `.result`)."""
+    step_status: list[StepStatus] = field(default_factory=list)
+    """Per step: "pending", "done", "incomplete" (stopped short, e.g. at its limit), "paused"."""
+    tool_calls: int = 0
+    replans: int = 0
+    pending_approvals: list[ToolCall] = field(default_factory=list)
+    """The paused step's calls waiting for a decision (`stop_reason="approval_required"`)."""
+    detail: str = ""
+
+    def raise_for_stop(self) -> None:
+        """Raise the matching `RunError` (with this result) unless the run answered."""
+        if self.stop_reason != "answered":
+            kind = _RAISES.get(self.stop_reason, RunError)
+            raise kind(self.detail or self.stop_reason, result=self)
+
+
+@dataclass(kw_only=True)
+class StepRecord:
+    """How one step of the plan went (parallel to `plan.steps`)."""
+
+    status: StepStatus = "pending"
+    result: str = ""
+    usage: Usage = field(default_factory=Usage)
+    """Everything this step's ReAct loop spent (replaced, not added, when a pause resumes)."""
+    model_calls: int = 0
+    tool_calls: int = 0
+
+
+@dataclass(kw_only=True)
+class RunState:
+    """A run in progress or finished; `to_dict`/`from_dict` are its checkpoint form."""
+
+    run_id: str
+    task: str
+    plan: Plan = field(default_factory=lambda: Plan(steps=[]))
+    steps: list[StepRecord] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    """Planner, replanner and reporter calls (the steps keep their own)."""
+    model_calls: int = 0
+    replans: int = 0
+    reviewed: int = -1
+    """Index of the last step after which the replanner was asked."""
+    paused: dict[str, Any] | None = None
+    """The paused step's `ReActResult.to_state()`, while it waits for approval."""
+    answer: str = ""
+    stop_reason: str = "running"
+    detail: str = ""
+
+    def next_step(self) -> int | None:
+        """Index of the first step not finished (pending or paused), or None."""
+        for i, s in enumerate(self.steps):
+            if s.status in ("pending", "paused"):
+                return i
+        return None
+
+    def spend(self, usage: Usage, model_calls: int) -> None:
+        self.usage, self.model_calls = self.usage + usage, self.model_calls + model_calls
+
+    def record(self, i: int, react: ReActResult) -> None:
+        """Take step `i`'s ReAct result: paused, done, or incomplete (and say why)."""
+        step = self.steps[i]
+        step.usage, step.model_calls, step.tool_calls = (
+            react.usage,
+            react.model_calls,
+            react.tool_calls,
+        )
+        if react.stop_reason == "approval_required":
+            step.status, self.paused = "paused", react.to_state()
+            self.stop_reason, self.detail = "approval_required", react.detail
+            return
+        self.paused, self.stop_reason, self.detail = None, "running", ""
+        step.status = "done" if react.stop_reason == "answered" else "incomplete"
+        step.result = _step_text(react)
+
+    def revise(self, i: int, revision: PlanRevision, *, max_steps: int) -> list[str]:
+        """Replace the steps from `i` on, unless the plan would break its rules.
+
+        Returns what to report: the revision's reason, or why it was rejected.
+        """
+        self.replans += 1
+        done = self.plan.steps[:i]
+        first = max(s.step_number for s in done) + 1
+        new = [
+            PlanStep(step_number=first + k, description=s.description, tool_hint=s.tool_hint)
+            for k, s in enumerate(revision.steps)
+        ]
+        # An empty revision is allowed: the findings already answer the task.
+        problems = plan_problems(Plan(steps=done + new), max_steps=max_steps)
+        if problems:
+            return [f"revision rejected, the plan is kept: {p}" for p in problems]
+        self.plan = Plan(steps=done + new)
+        self.steps = self.steps[:i] + [StepRecord() for _ in new]
+        return [revision.reason or "the remaining steps were revised"]
+
+    def result(self, **override: str) -> PlanExecuteResult:
+        paused = ReActResult.from_state(self.paused) if self.paused is not None else None
+        return PlanExecuteResult(
+            answer=self.answer,
+            plan=self.plan,
+            step_results=[s.result for s in self.steps],
+            usage=sum((s.usage for s in self.steps), self.usage),
+            model_calls=self.model_calls + sum(s.model_calls for s in self.steps),
+            run_id=self.run_id,
+            stop_reason=override.get("stop_reason", self.stop_reason),
+            step_status=[s.status for s in self.steps],
+            tool_calls=sum(s.tool_calls for s in self.steps),
+            replans=self.replans,
+            pending_approvals=paused.pending_approvals if paused is not None else [],
+            detail=override.get("detail", self.detail),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": STATE_FORMAT,
+            "kind": "plan_execute",
+            "run_id": self.run_id,
+            "task": self.task,
+            "plan": self.plan.model_dump(mode="json"),
+            "steps": [
+                {
+                    "status": s.status,
+                    "result": s.result,
+                    "usage": _usage_dict(s.usage),
+                    "model_calls": s.model_calls,
+                    "tool_calls": s.tool_calls,
+                }
+                for s in self.steps
+            ],
+            "usage": _usage_dict(self.usage),
+            "model_calls": self.model_calls,
+            "replans": self.replans,
+            "reviewed": self.reviewed,
+            "paused": self.paused,
+            "answer": self.answer,
+            "stop_reason": self.stop_reason,
+            "detail": self.detail,
+        }
+
+    @classmethod
+    def from_dict(cls, run_id: str, data: dict[str, Any] | None) -> RunState:
+        """Rebuild a saved state.
+
+        Raises:
+            CheckpointError: no state (an unknown run), a state from a newer agentloops,
+                or one that is not a Plan-and-Execute state or is malformed.
+        """
+        if data is None:
+            raise CheckpointError(f"no saved run with id {run_id!r}", run_id=run_id)
+        version = data.get("format")
+        if data.get("kind") != "plan_execute" or not isinstance(version, int):
+            raise CheckpointError(
+                f"run {run_id!r}: the saved state is not a Plan-and-Execute run", run_id=run_id
+            )
+        if version > STATE_FORMAT:
+            raise CheckpointError(
+                f"run {run_id!r}: state format {version} is newer than this agentloops "
+                f"supports ({STATE_FORMAT}); upgrade agentloops to resume it",
+                run_id=run_id,
+            )
+        try:
+            steps = [
+                StepRecord(
+                    status=s["status"],
+                    result=s["result"],
+                    usage=Usage(**s["usage"]),
+                    model_calls=s["model_calls"],
+                    tool_calls=s["tool_calls"],
+                )
+                for s in data["steps"]
+            ]
+            state = cls(
+                run_id=data["run_id"],
+                task=data["task"],
+                plan=Plan.model_validate(data["plan"]),
+                steps=steps,
+                usage=Usage(**data["usage"]),
+                model_calls=data["model_calls"],
+                replans=data["replans"],
+                reviewed=data["reviewed"],
+                paused=data["paused"],
+                answer=data["answer"],
+                stop_reason=data["stop_reason"],
+                detail=data["detail"],
+            )
+        except (KeyError, TypeError, ValueError) as exc:  # pydantic errors are ValueErrors
+            raise CheckpointError(
+                f"run {run_id!r}: the saved state is malformed ({type(exc).__name__}: {exc})",
+                run_id=run_id,
+            ) from exc
+        if len(state.steps) != len(state.plan.steps):
+            raise CheckpointError(
+                f"run {run_id!r}: the saved state is malformed (steps do not match the plan)",
+                run_id=run_id,
+            )
+        if state.paused is not None:  # never send a broken transcript to the provider
+            try:
+                paused = ReActResult.from_state(state.paused)
+                validate_transcript(paused.messages, allow_pending=True)
+                pending = paused.pending_approvals
+                if not pending or len(pending) != len(set(state.paused["pending_approvals"])):
+                    raise TranscriptError("its last turn does not hold the pending calls")
+            except (KeyError, TypeError, ValueError, IndexError, TranscriptError) as exc:
+                raise CheckpointError(
+                    f"run {run_id!r}: the paused step's transcript is malformed ({exc})",
+                    run_id=run_id,
+                ) from exc
+        return state
+
+
+def _usage_dict(usage: Usage) -> dict[str, int]:
+    return {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cache_read_tokens": usage.cache_read_tokens,
+        "cache_write_tokens": usage.cache_write_tokens,
+    }
+
+
+def _step_text(react: ReActResult) -> str:
+    """The step's finding; a step that stopped short says so, with its last observations."""
+    if react.stop_reason == "answered":
+        return react.answer.strip() or "(the step gave no answer)"
+    why = react.detail or react.stop_reason
+    if react.stop_reason == "max_steps":  # in this loop's terms, not the inner ReAct's
+        why = f"max_step_iterations={react.steps} reached before the step was done"
+    parts = [f"[incomplete: {why}]"]
+    if react.answer.strip():
+        parts.append(react.answer.strip())
+    last = react.messages[-1]
+    seen = [r.content for r in last.tool_results] if last.role == "user" else []
+    if seen:
+        parts.append("Last observations: " + " | ".join(seen)[:1000])
+    return " ".join(parts)

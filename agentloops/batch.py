@@ -1,0 +1,234 @@
+"""Many runs at once: `run_many` maps a function over inputs on any executor.
+
+Typically one agent run per task, on the default thread pool, a process pool, or a
+Dask cluster (`distributed.Client(...).get_executor()`). Results keep input order, a
+failed run becomes an item with its error and never loses the others, and a JSONL
+file lets an interrupted batch skip what already finished when it runs again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import sys
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import Executor, Future, ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from agentloops._pickling import ensure_picklable, pickler_for
+from agentloops.errors import ConfigurationError
+
+
+@dataclass(frozen=True, kw_only=True)
+class BatchItem:
+    """One input and what became of it."""
+
+    input: Any
+    output: Any = None
+    """What `fn` returned (for an item read back from a JSONL file: its JSON form)."""
+    error: str | None = None
+    """`"TypeName: message"` when `fn` raised or the executor lost the run; else `None`."""
+    seconds: float = 0.0
+    """How long `fn` ran, measured where it ran."""
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def run_many(
+    fn: Callable[[Any], Any],
+    inputs: Iterable[Any],
+    *,
+    executor: Executor | None = None,
+    max_workers: int = 8,
+    on_result: Callable[[BatchItem], None] | None = None,
+    jsonl: str | Path | None = None,
+    key: Callable[[Any], str] | None = None,
+    progress: bool | None = None,
+) -> list[BatchItem]:
+    """Run `fn(input)` for every input; return one `BatchItem` per input, in input order.
+
+    Args:
+        fn: the work for one input, e.g. a function that builds a loop and runs it.
+            For a process pool or a Dask cluster it must be picklable (module level).
+        inputs: the inputs; for a process or cluster executor each must be picklable.
+        executor: any `concurrent.futures.Executor`; it is not shut down. `None` uses
+            a thread pool of `max_workers`, closed on return.
+        max_workers: the size of the default thread pool.
+        on_result: called in the caller's thread with each item as it finishes.
+        jsonl: a file that gets one JSON line per finished item (`input`, `output`,
+            `error`, `seconds`). Running again with the same file skips the inputs it
+            holds a success for (failed ones run again) and returns their recorded
+            items. Outputs are stored as JSON: `to_state()` if they have it (e.g.
+            `ReActResult`), a pydantic model's dump, a dataclass as a dict, else the
+            value itself (`str()` for what JSON cannot hold).
+        key: how an input is recognised in the JSONL file. Default: its canonical JSON
+            (sorted keys), so inputs must then be JSON-serialisable.
+        progress: draw a one-line progress bar on stderr. `None`: only when stderr is
+            a terminal.
+
+    Raises:
+        ConfigurationError: `max_workers < 1`; `fn` or an input cannot be pickled for
+            `executor` (naming the culprit); with `jsonl`, an input has no JSON key.
+
+    Examples:
+        >>> items = run_many(lambda x: 10 // x, [5, 0, 2], progress=False)
+        >>> [(i.output, i.error) for i in items]
+        [(2, None), (None, 'ZeroDivisionError: integer division or modulo by zero'), (5, None)]
+    """
+    if max_workers < 1:
+        raise ConfigurationError(f"max_workers must be >= 1, got {max_workers}")
+    todo = list(inputs)
+    if pickler_for(executor) is not None:
+        ensure_picklable(fn, "the function passed to run_many", executor=executor)
+        for i, value in enumerate(todo):
+            ensure_picklable(value, f"input {i} ({value!r:.60})", executor=executor)
+    items: list[BatchItem | None] = [None] * len(todo)
+    keys: list[str] = []
+    if jsonl is not None:
+        keys = [_key(key, value, i) for i, value in enumerate(todo)]
+        done = _load(Path(jsonl))
+        for i, k in enumerate(keys):
+            if k in done:  # recorded by an earlier call: keep the caller's own input object
+                items[i] = dataclasses.replace(done[k], input=todo[i])
+    futures: dict[Future[tuple[Any, str | None, float]], int] = {}
+    with contextlib.ExitStack() as stack:
+        log = stack.enter_context(Path(jsonl).open("a", encoding="utf-8")) if jsonl else None
+        pool = executor
+        if pool is None:
+            pool = ThreadPoolExecutor(max_workers, thread_name_prefix="agentloops-batch")
+            stack.callback(pool.shutdown, wait=False, cancel_futures=True)
+        bar = _Progress(len(todo), len(todo) - items.count(None), progress)
+        stack.callback(bar.close)
+        try:
+            for i, value in enumerate(todo):
+                if items[i] is None:
+                    futures[pool.submit(_timed, fn, value)] = i
+            for future in as_completed(futures):
+                i = futures[future]
+                items[i] = item = _item(todo[i], future)
+                if log is not None:
+                    _append(log, keys[i], item)
+                bar.update(item)
+                if on_result is not None:
+                    on_result(item)
+        except BaseException:
+            for future in futures:  # interrupted: stop queued work (the JSONL file has the rest)
+                future.cancel()
+            raise
+    return [i for i in items if i is not None]
+
+
+def _timed(fn: Callable[[Any], Any], value: Any) -> tuple[Any, str | None, float]:
+    """Runs where the work runs: the error becomes a string there, so it always pickles."""
+    start = time.perf_counter()
+    try:
+        return fn(value), None, time.perf_counter() - start
+    except Exception as exc:
+        return None, f"{type(exc).__name__}: {exc}", time.perf_counter() - start
+
+
+def _item(value: Any, future: Future[tuple[Any, str | None, float]]) -> BatchItem:
+    try:
+        output, error, seconds = future.result()
+    except Exception as exc:  # the executor lost the run: a dead worker, an unpicklable output
+        return BatchItem(input=value, error=f"{type(exc).__name__}: {exc}")
+    return BatchItem(input=value, output=output, error=error, seconds=seconds)
+
+
+def _key(key: Callable[[Any], str] | None, value: Any, index: int) -> str:
+    if key is not None:
+        return key(value)
+    try:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(
+            f"input {index} ({value!r:.60}) has no JSON form to recognise it by in the "
+            f"jsonl file ({exc}); pass key=... to name inputs"
+        ) from exc
+
+
+def _load(path: Path) -> dict[str, BatchItem]:
+    """Successful items recorded in `path`, by key; the last line for a key wins."""
+    done: dict[str, BatchItem] = {}
+    if not path.exists():
+        return done
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            try:
+                record = json.loads(line)
+                k = record["key"]
+                item = BatchItem(
+                    input=record["input"],
+                    output=record["output"],
+                    error=record["error"],
+                    seconds=record["seconds"],
+                )
+            except (ValueError, KeyError, TypeError):
+                continue  # a line cut short by the interruption being resumed from
+            if item.ok:
+                done[k] = item
+            else:
+                done.pop(k, None)
+    return done
+
+
+def _append(log: TextIO, key: str, item: BatchItem) -> None:
+    record = {
+        "key": key,
+        "input": _jsonable(item.input),
+        "output": _jsonable(item.output),
+        "error": item.error,
+        "seconds": round(item.seconds, 6),
+    }
+    log.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+    log.flush()
+
+
+def _jsonable(value: Any) -> Any:
+    to_state = getattr(value, "to_state", None)
+    if callable(to_state):
+        return to_state()
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return value
+
+
+class _Progress:
+    """`\\r12/40 done, 1 failed, 3s` on stderr, redrawn at most ten times a second."""
+
+    def __init__(self, total: int, skipped: int, enabled: bool | None):
+        stream = sys.stderr
+        self.enabled = stream.isatty() if enabled is None else enabled
+        self.total, self.done, self.failed = total, skipped, 0
+        self.started = self.drawn = time.monotonic()
+        if self.enabled:
+            self._draw(stream)
+
+    def update(self, item: BatchItem) -> None:
+        self.done += 1
+        self.failed += not item.ok
+        now = time.monotonic()
+        if self.enabled and now - self.drawn >= 0.1:
+            self.drawn = now
+            self._draw(sys.stderr)
+
+    def close(self) -> None:
+        if self.enabled:
+            self._draw(sys.stderr)
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+    def _draw(self, stream: TextIO) -> None:
+        elapsed = time.monotonic() - self.started
+        stream.write(
+            f"\r{self.done}/{self.total} done, {self.failed} failed, {elapsed:.0f}s".ljust(40)
+        )
+        stream.flush()

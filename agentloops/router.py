@@ -1,0 +1,134 @@
+"""Router: one structured model call picks which route (loop, agent, prompt) handles a task.
+
+A router must always answer: output that does not validate, or a route that does not
+exist, falls back to the default route, and the decision says it did.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pydantic
+
+from agentloops.errors import ConfigurationError, ModelOutputError
+from agentloops.events import EventSink
+from agentloops.model import ModelClient, Usage
+from agentloops.structured import ask_structured
+
+ROUTER_SYSTEM = """You are the router of an agent system.
+Read the task and pick the one route, from the list you are given, that should handle \
+it. Answer with the route's name exactly as listed, and one sentence of reasoning."""
+
+
+class RouteChoice(pydantic.BaseModel):
+    """What the model fills: a route name and why."""
+
+    model_config = pydantic.ConfigDict(defer_build=True)  # built on first use: fast import
+
+    route: str = pydantic.Field(description="one route name, exactly as listed")
+    reasoning: str = pydantic.Field(default="", description="why, in one sentence")
+
+
+@dataclass(frozen=True)
+class RouteDecision:
+    """Where a task goes, and whether the router had to fall back to get there."""
+
+    route: str
+    reasoning: str
+    fallback: bool = False
+    """True when the model's answer was unusable and `route` is the default."""
+    detail: str = ""
+    """Why the router fell back ("" when it did not)."""
+    usage: Usage = field(default_factory=Usage)
+    model_calls: int = 0
+
+
+class Router:
+    """Pick a route for a task with one structured model call.
+
+    Args:
+        model: any `ModelClient`; a small, fast one is usually enough.
+        routes: route name to a description the model reads to choose.
+        default: the route taken when the model's answer is unusable.
+        system: the system prompt.
+        max_retries: re-asks when the output does not validate, before falling back.
+        on_event: receives the model call events (`loop="router"`).
+
+    Examples:
+        >>> from agentloops.testing import ScriptedModel, respond_structured
+        >>> model = ScriptedModel([respond_structured({"route": "math", "reasoning": "sums"})])
+        >>> router = Router(model, {"math": "arithmetic", "chat": "anything else"}, default="chat")
+        >>> router.route("2 + 2?").route
+        'math'
+    """
+
+    def __init__(
+        self,
+        model: ModelClient,
+        routes: dict[str, str],
+        *,
+        default: str,
+        system: str = ROUTER_SYSTEM,
+        max_retries: int = 1,
+        on_event: EventSink | None = None,
+    ):
+        if not routes:
+            raise ConfigurationError("routes must name at least one route")
+        if default not in routes:
+            raise ConfigurationError(f"default {default!r} is not a route; routes: {list(routes)}")
+        self.model = model
+        self.routes = dict(routes)
+        self.default = default
+        self.system = system
+        self.max_retries = max_retries
+        self.on_event = on_event
+        # Lenient lookup: "Billing " still means "billing"; exact names win.
+        self._folded = {name.strip().casefold(): name for name in reversed(list(routes))}
+
+    def route(self, task: str) -> RouteDecision:
+        """Pick a route for `task`. Never raises for bad model output (falls back instead).
+
+        Raises:
+            ModelError: the provider itself failed.
+        """
+        try:
+            reply = ask_structured(
+                self.model,
+                RouteChoice,
+                self._prompt(task),
+                system=self.system,
+                max_retries=self.max_retries,
+                on_event=self.on_event,
+                loop="router",
+            )
+        except ModelOutputError as exc:
+            return self._fallback(
+                f"unusable output: {exc.errors or exc}",
+                exc.usage or Usage(),
+                exc.model_calls,
+            )
+        choice = reply.value
+        name = self.routes.get(choice.route) and choice.route
+        name = name or self._folded.get(choice.route.strip().casefold())
+        if name is None:
+            known = ", ".join(self.routes)
+            return self._fallback(
+                f"unknown route {choice.route!r} (routes: {known})", reply.usage, reply.model_calls
+            )
+        return RouteDecision(
+            route=name, reasoning=choice.reasoning, usage=reply.usage, model_calls=reply.model_calls
+        )
+
+    def _prompt(self, task: str) -> str:
+        listed = "\n".join(f"- {name}: {text}" for name, text in self.routes.items())
+        return f"Routes:\n{listed}\n\nTask: {task}"
+
+    def _fallback(self, why: str, usage: Usage, model_calls: int) -> RouteDecision:
+        return RouteDecision(
+            route=self.default,
+            reasoning=f"fell back to the default route {self.default!r}: {why}",
+            fallback=True,
+            detail=why,
+            usage=usage,
+            model_calls=model_calls,
+        )

@@ -1,0 +1,63 @@
+"""Module-level work for the Dask tests: worker processes import this module by name.
+
+It sits on `sys.path` because pytest puts the tests folder there (rootdir-relative
+import mode), and Dask's spawned workers inherit the parent's `sys.path`.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from agentloops import ModelError, ReActLoop, ReActResult, Tool, tool
+from agentloops.testing import ScriptedModel, use_tools
+
+FAILING_TASK = 13
+
+
+@tool
+def double(n: int) -> int:
+    """Double a number."""
+    return 2 * n
+
+
+@tool
+def whoami() -> int:
+    """The id of the process this tool runs in."""
+    return os.getpid()
+
+
+@tool
+def describe(pid: int) -> str:
+    """Say which process a pid is."""
+    return f"process {pid}, asked from process {os.getpid()}"
+
+
+def agent_run(task: int) -> ReActResult:
+    """One ReAct run, built inside the worker; task 13's model is unreachable."""
+    if task == FAILING_TASK:
+        model = ScriptedModel([ModelError("the model server is unreachable", status=503)])
+    else:
+        model = ScriptedModel([use_tools(("double", {"n": task})), f"{task} doubled is {2 * task}"])
+    return ReActLoop(model, [double]).run(f"Double {task}", run_id=f"{task}@{os.getpid()}")
+
+
+def run_with_tools(task: int, tools: list[Tool]) -> str:
+    return f"{task} with {len(tools)} tools"
+
+
+class Counter:
+    """A tool's state guarded by a lock: a lock cannot leave its process."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.n = 0
+
+    def bump(self) -> int:
+        """Count one more."""
+        with self.lock:
+            self.n += 1
+            return self.n
+
+
+locked_bump = Tool.from_function(Counter().bump)

@@ -1,0 +1,53 @@
+"""Shared fixtures: respx for the anthropic SDK, and an environment free of Anthropic settings.
+
+The anthropic SDK (>= 1.0) sends through `httpx2`/`httpcore2`, which respx does not
+patch by default, so a plain `respx.mock` would let its requests reach the network.
+We register a respx mocker for the httpcore2 connection classes (the package
+`pytest-httpx2` ships the same one; if it is installed its registration is kept).
+Routes still receive and return `httpx.Request`/`httpx.Response` objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import ClassVar
+
+import pytest
+import respx
+from respx.mocks import HTTPCoreMocker, Mocker
+
+ANTHROPIC_API = "https://api.anthropic.com"
+
+if "httpcore2" not in Mocker.registry:
+
+    class _HTTPCore2Mocker(HTTPCoreMocker):
+        name = "httpcore2"
+        targets: ClassVar[list[str]] = [
+            "httpcore2._sync.connection.HTTPConnection",
+            "httpcore2._sync.connection_pool.ConnectionPool",
+            "httpcore2._sync.http_proxy.HTTPProxy",
+            "httpcore2._async.connection.AsyncHTTPConnection",
+            "httpcore2._async.connection_pool.AsyncConnectionPool",
+            "httpcore2._async.http_proxy.AsyncHTTPProxy",
+        ]
+
+
+@pytest.fixture(autouse=True)
+def _no_anthropic_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SDK reads ANTHROPIC_BASE_URL, ANTHROPIC_CUSTOM_HEADERS, profiles... from the env:
+    a developer's shell must not change what a test sends, or where."""
+    import os
+
+    for name in list(os.environ):
+        if name.startswith("ANTHROPIC_"):
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture
+def anthropic_api() -> Iterator[respx.MockRouter]:
+    """A respx router for api.anthropic.com that intercepts the SDK's httpcore2 traffic.
+
+    Every route must be called; an unmatched request fails the test.
+    """
+    with respx.mock(using="httpcore2", base_url=ANTHROPIC_API, assert_all_called=True) as router:
+        yield router

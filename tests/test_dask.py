@@ -1,0 +1,109 @@
+"""Runs and ReWOO tool steps on a real Dask cluster: two worker processes on loopback."""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import pytest
+
+from agentloops import ConfigurationError, ReActResult, run_many
+from agentloops.testing import ScriptedModel
+
+distributed = pytest.importorskip("distributed")
+
+import _dask_helpers as helpers  # noqa: E402  (workers import it by this name too)
+
+pytestmark = pytest.mark.dask
+
+
+@pytest.fixture(scope="module")
+def executor(tmp_path_factory):
+    with (
+        distributed.LocalCluster(
+            n_workers=2,
+            processes=True,
+            threads_per_worker=1,
+            host="127.0.0.1",
+            dashboard_address=None,
+            local_directory=str(tmp_path_factory.mktemp("dask")),
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        yield client.get_executor()
+
+
+def test_twenty_agent_runs_keep_their_order_and_one_failure_loses_nothing(executor):
+    tasks = list(range(20))
+    items = run_many(helpers.agent_run, tasks, executor=executor)
+
+    assert [it.input for it in items] == tasks
+    failed = items[helpers.FAILING_TASK]
+    assert failed.output is None
+    assert failed.error == "ModelError: the model server is unreachable"
+    answered = [it for it in items if it.ok]
+    assert len(answered) == 19
+    assert all(isinstance(it.output, ReActResult) for it in answered)
+    assert [it.output.answer for it in answered] == [
+        f"{t} doubled is {2 * t}" for t in tasks if t != helpers.FAILING_TASK
+    ]
+    pids = {int(it.output.run_id.split("@")[1]) for it in answered}
+    assert os.getpid() not in pids  # they ran in the worker processes
+
+
+def test_lambdas_travel_by_value_to_dask(executor):
+    items = run_many(lambda n: n * n, [1, 2, 3], executor=executor)
+    assert [it.output for it in items] == [1, 4, 9]
+
+
+def test_an_unpicklable_tool_is_named_before_anything_is_sent(executor):
+    work = functools.partial(helpers.run_with_tools, tools=[helpers.double, helpers.locked_bump])
+    with pytest.raises(ConfigurationError) as info:
+        run_many(work, [1, 2], executor=executor)
+    message = str(info.value)
+    assert "cannot be pickled for ClientExecutor" in message
+    assert "item 1: tool 'bump'" in message
+    assert "lock" in message
+
+
+def _plan(rewoo):
+    step = rewoo.ReWOOPlanStep
+    return rewoo.ReWOOPlan(
+        steps=[
+            step(step_id="#E1", description="who runs me", tool_name="whoami", tool_args={}),
+            step(
+                step_id="#E2",
+                description="describe it",
+                tool_name="describe",
+                tool_args={"pid": "#E1"},
+                depends_on=["#E1"],
+            ),
+        ]
+    )
+
+
+def test_rewoo_tool_steps_run_in_worker_processes(executor):
+    rewoo = pytest.importorskip("agentloops.rewoo")
+    tools = [helpers.whoami, helpers.describe]
+    pipeline = rewoo.ReWOOPipeline(ScriptedModel([]), tools, executor=executor)
+
+    evidence = pipeline.work(_plan(rewoo))
+
+    assert list(evidence) == ["#E1", "#E2"]
+    assert not any(outcome.is_error for outcome in evidence.values())
+    worker_pid = int(evidence["#E1"].content)
+    assert worker_pid != os.getpid()
+    described, asker = evidence["#E2"].content.split(", asked from process ")
+    assert described == f"process {worker_pid}"
+    assert int(asker) != os.getpid()  # the dependent step ran on a worker too
+
+
+def test_rewoo_names_a_tool_that_cannot_reach_the_workers(executor):
+    rewoo = pytest.importorskip("agentloops.rewoo")
+    plan = rewoo.ReWOOPlan(
+        steps=[
+            rewoo.ReWOOPlanStep(step_id="#E1", description="count", tool_name="bump", tool_args={})
+        ]
+    )
+    with pytest.raises(ConfigurationError, match="tool 'bump'"):
+        rewoo.ReWOOPipeline(ScriptedModel([]), [helpers.locked_bump], executor=executor).work(plan)

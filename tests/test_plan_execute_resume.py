@@ -1,0 +1,381 @@
+"""PlanAndExecute checkpoints: crashes, resume (here and in another process), approval pauses.
+
+Tools append their name to a log file, so calls are counted across processes.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentloops import (
+    ApprovalRequired,
+    CheckpointError,
+    ConfigurationError,
+    MemoryCheckpointer,
+    ModelError,
+    PlanAndExecute,
+    SQLiteCheckpointer,
+    Tool,
+    tool,
+)
+from agentloops.testing import ScriptedModel, respond_structured, use_tools
+
+TOOLS = textwrap.dedent(
+    """
+    from pathlib import Path
+    from agentloops import tool
+
+    class SimulatedCrash(BaseException):
+        '''The process dies here (not an Exception: nothing may catch it).'''
+
+    def make_tools(log, crash_on=None):
+        def logged(name):
+            with Path(log).open("a") as f:
+                f.write(name + "\\n")
+            if name == crash_on:
+                raise SimulatedCrash(name)
+            return f"{name} result"
+
+        @tool
+        def fetch(what: str) -> str:
+            '''Fetch something.'''
+            return logged("fetch:" + what)
+
+        @tool(read_only=False, requires_approval=True)
+        def publish(text: str) -> str:
+            '''Publish a text.'''
+            return logged("publish")
+
+        return [fetch, publish]
+    """
+)
+_namespace: dict[str, Any] = {}
+exec(TOOLS, _namespace)  # the same tool code runs here and in the child processes
+SimulatedCrash: type[BaseException] = _namespace["SimulatedCrash"]
+
+
+def make_tools(log: Path, crash_on: str | None = None) -> list[Tool]:
+    tools: list[Tool] = _namespace["make_tools"](log, crash_on)
+    return tools
+
+
+def calls(log: Path) -> Counter[str]:
+    return Counter(log.read_text().split()) if log.exists() else Counter()
+
+
+PLAN = respond_structured(
+    {"steps": [{"step_number": n, "description": f"fetch {w}"} for n, w in enumerate("abc", 1)]}
+)
+
+
+def step(what: str) -> list[Any]:
+    return [use_tools(("fetch", {"what": what})), f"found {what}"]
+
+
+def test_a_crash_between_steps_resumes_without_repeating_finished_work(tmp_path: Path) -> None:
+    db, log = tmp_path / "runs.db", tmp_path / "calls.log"
+    first = ScriptedModel([PLAN, *step("a"), *step("b")])
+    agent = PlanAndExecute(
+        first, make_tools(log, crash_on="fetch:b"), checkpointer=SQLiteCheckpointer(db)
+    )
+    with pytest.raises(SimulatedCrash):
+        agent.run("Fetch a, b and c.", run_id="crash")
+    assert calls(log) == {"fetch:a": 1, "fetch:b": 1}
+    # A new process would build everything again: new model, new tools, same file.
+    second = ScriptedModel([*step("b"), *step("c"), "all fetched"])
+    fresh = PlanAndExecute(second, make_tools(log), checkpointer=SQLiteCheckpointer(db))
+    result = fresh.resume("crash")
+    assert result.stop_reason == "answered"
+    assert result.step_results == ["found a", "found b", "found c"]
+    assert calls(log) == {"fetch:a": 1, "fetch:b": 2, "fetch:c": 1}
+    assert second.calls == 5  # no planner call, no step 1
+    assert "found a" in second.requests[0].messages[0].text  # step 2 still sees step 1
+    assert result.model_calls == 1 + 2 + 4 + 1  # plan, step 1 (first run), steps 2-3, report
+    # Resuming a finished run returns its result without calling any model.
+    again = PlanAndExecute(ScriptedModel([]), make_tools(log), checkpointer=SQLiteCheckpointer(db))
+    assert again.resume("crash") == result
+
+
+def test_a_model_error_carries_the_partial_result_and_resume_continues() -> None:
+    store = MemoryCheckpointer()
+    model = ScriptedModel([PLAN, "found a", ModelError("overloaded", status=529)])
+    agent = PlanAndExecute(model, checkpointer=store)
+    with pytest.raises(ModelError) as caught:
+        agent.run("t", run_id="r")
+    partial = caught.value.result
+    assert partial.stop_reason == "error"
+    assert partial.model_calls == 2  # the failed call is not counted; step 2 made no other
+    assert partial.step_status == ["done", "pending", "pending"]
+    assert partial.step_results == ["found a", "", ""]
+    assert "overloaded" in partial.detail
+    with pytest.raises(ConfigurationError, match="not waiting for approval"):
+        agent.resume("r", {"call": True})
+    model.script += ["found b", "found c", "report"]
+    result = agent.resume("r")
+    assert result.step_results == ["found a", "found b", "found c"]
+    assert result.answer == "report"
+
+
+@pytest.mark.parametrize("where", ["planner", "reporter", "replanner"])
+def test_a_crash_outside_the_steps_resumes_at_that_call(where: str) -> None:
+    boom = ModelError("down")
+    keep = respond_structured({"revise": False})
+    scripts = {
+        "planner": ([boom], [PLAN, "a", "b", "c", "report"]),
+        "reporter": ([PLAN, "a", "b", "c", boom], ["report"]),
+        "replanner": ([PLAN, "a", boom], [keep, "b", keep, "c", "report"]),
+    }
+    before, after = scripts[where]
+    store = MemoryCheckpointer()
+    model = ScriptedModel(before)
+    agent = PlanAndExecute(model, checkpointer=store, replan=where == "replanner", max_replans=1)
+    with pytest.raises(ModelError):
+        agent.run("t", run_id="r")
+    model.script += after
+    result = agent.resume("r")
+    assert result.stop_reason == "answered"
+    model.assert_complete()
+
+
+class RecordingCheckpointer(MemoryCheckpointer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.saved: list[dict[str, Any]] = []
+
+    def save(self, run_id: str, state: dict[str, Any]) -> None:
+        self.saved.append(json.loads(json.dumps(state)))
+        super().save(run_id, state)
+
+
+def test_what_is_saved_and_when() -> None:
+    store = RecordingCheckpointer()
+    model = ScriptedModel([PLAN, "found a", "found b", "found c", "report"])
+    PlanAndExecute(model, checkpointer=store).run("the task", run_id="r")
+    statuses = [[s["status"] for s in state["steps"]] for state in store.saved]
+    assert statuses == [
+        [],  # before planning: a crash there is resumable too
+        ["pending", "pending", "pending"],
+        ["done", "pending", "pending"],
+        ["done", "done", "pending"],
+        ["done", "done", "done"],
+        ["done", "done", "done"],  # with the answer
+    ]
+    final = store.saved[-1]
+    assert (final["task"], final["answer"], final["stop_reason"]) == (
+        "the task",
+        "report",
+        "answered",
+    )
+    assert final["format"] == 1
+    assert final["paused"] is None
+    assert "messages" not in json.dumps(final)  # no transcripts in the checkpoint
+    assert store.list_runs() == ["r"]
+
+
+def test_unknown_existing_and_unreadable_runs() -> None:
+    store = MemoryCheckpointer()
+    agent = PlanAndExecute(ScriptedModel([PLAN, "a", "b", "c", "r"]), checkpointer=store)
+    with pytest.raises(CheckpointError, match="no saved run with id 'nope'"):
+        agent.resume("nope")
+    agent.run("t", run_id="done")
+    with pytest.raises(ConfigurationError, match="already exists"):
+        agent.run("t", run_id="done")
+    state = store.load("done")
+    assert state is not None
+    store.save("newer", {**state, "format": 2})
+    store.save("alien", {"format": 1, "kind": "something else"})
+    store.save("broken", {**state, "steps": "not a list"})
+    store.save("short", {**state, "steps": state["steps"][:1]})
+    for run_id, message in [("newer", "format 2 is newer"), ("alien", "not a Plan-and-Execute")]:
+        with pytest.raises(CheckpointError, match=message):
+            agent.resume(run_id)
+    with pytest.raises(CheckpointError, match=r"'broken'.*malformed") as caught:
+        agent.resume("broken")
+    assert caught.value.run_id == "broken"
+    with pytest.raises(CheckpointError, match="steps do not match the plan"):
+        agent.resume("short")
+    with pytest.raises(ConfigurationError, match="finished"):
+        agent.resume("done", {"call": True})
+
+
+def approval_script() -> list[Any]:
+    plan = {
+        "steps": [
+            {"step_number": 1, "description": "fetch"},
+            {"step_number": 2, "description": "publish"},
+        ]
+    }
+    return [
+        respond_structured(plan),
+        *step("a"),
+        use_tools(("fetch", {"what": "z"}), ("publish", {"text": "found a"})),
+    ]
+
+
+def test_a_step_waiting_for_approval_pauses_the_run_and_resumes_elsewhere(tmp_path: Path) -> None:
+    db, log = tmp_path / "runs.db", tmp_path / "calls.log"
+    agent = PlanAndExecute(
+        ScriptedModel(approval_script()), make_tools(log), checkpointer=SQLiteCheckpointer(db)
+    )
+    paused = agent.run("Fetch a and publish it.", run_id="pub")
+    assert paused.stop_reason == "approval_required"
+    assert paused.step_status == ["done", "paused"]
+    [call] = paused.pending_approvals
+    assert (call.name, call.args) == ("publish", {"text": "found a"})
+    assert calls(log) == {"fetch:a": 1, "fetch:z": 1}  # the allowed call ran; publish waits
+    fresh = PlanAndExecute(ScriptedModel([]), make_tools(log), checkpointer=SQLiteCheckpointer(db))
+    assert fresh.status("pub").pending_approvals == [call]
+    with pytest.raises(ApprovalRequired) as caught:
+        paused.raise_for_stop()
+    assert caught.value.result is paused
+    with pytest.raises(ConfigurationError, match="waits for decisions"):
+        fresh.resume("pub")
+    with pytest.raises(ConfigurationError, match="waits for decisions"):
+        fresh.resume("pub", {"unknown": True})
+    model = ScriptedModel(["published", "Done: published."])
+    result = PlanAndExecute(model, make_tools(log), checkpointer=SQLiteCheckpointer(db)).resume(
+        "pub", {call.id: True}
+    )
+    assert result.stop_reason == "answered"
+    assert result.step_status == ["done", "done"]
+    assert calls(log) == {"fetch:a": 1, "fetch:z": 1, "publish": 1}
+    [results] = [m for m in model.requests[0].messages if m.role == "user" and m.tool_results]
+    assert [r.content for r in results.tool_results] == ["fetch:z result", "publish result"]
+    with pytest.raises(ConfigurationError, match="finished"):
+        fresh.resume("pub", {call.id: True})  # a decision is used once
+
+
+def test_a_denied_call_inside_a_step_never_runs() -> None:
+    log_calls: list[str] = []
+
+    @tool(requires_approval=True)
+    def publish(text: str) -> str:
+        """Publish."""
+        log_calls.append(text)
+        return "published"
+
+    plan = {"steps": [{"step_number": 1, "description": "publish"}]}
+    model = ScriptedModel([respond_structured(plan), use_tools(("publish", {"text": "x"}))])
+    agent = PlanAndExecute(model, [publish])  # no checkpointer: the pause is kept in memory
+    paused = agent.run("Publish x.", run_id="p")
+    model.script += ["not published", "Nothing was published."]
+    result = agent.resume("p", {paused.pending_approvals[0].id: False})
+    assert result.answer == "Nothing was published."
+    assert log_calls == []
+    assert "denied" in model.requests[2].messages[-1].tool_results[0].content
+    with pytest.raises(CheckpointError):  # without a checkpointer, finished runs are not kept
+        agent.resume("p")
+
+
+CHILD = TOOLS + textwrap.dedent(
+    """
+    import json, sys
+    from agentloops import PlanAndExecute, SQLiteCheckpointer
+    from agentloops.testing import ScriptedModel, use_tools
+
+    db, log, run_id, decisions, script = sys.argv[1:6]
+    items = [use_tools((i["tool"], i["args"])) if isinstance(i, dict) else i
+             for i in json.loads(script)]
+    model = ScriptedModel(items)
+    agent = PlanAndExecute(model, make_tools(log), checkpointer=SQLiteCheckpointer(db))
+    result = agent.resume(run_id, json.loads(decisions))
+    print(json.dumps({"answer": result.answer, "steps": result.step_results,
+                      "stop": result.stop_reason, "model_calls": model.calls}))
+    """
+)
+
+
+def resume_in_child(db: Path, log: Path, run_id: str, decisions: Any, script: list[Any]) -> Any:
+    argv = [str(db), str(log), run_id, json.dumps(decisions), json.dumps(script)]
+    child = subprocess.run(
+        [sys.executable, "-c", CHILD, *argv], capture_output=True, text=True, timeout=60
+    )
+    assert child.returncode == 0, child.stderr
+    return json.loads(child.stdout)
+
+
+def test_another_process_resumes_after_a_crash(tmp_path: Path) -> None:
+    db, log = tmp_path / "runs.db", tmp_path / "calls.log"
+    agent = PlanAndExecute(
+        ScriptedModel([PLAN, *step("a"), *step("b")]),
+        make_tools(log, crash_on="fetch:b"),
+        checkpointer=SQLiteCheckpointer(db),
+    )
+    with pytest.raises(SimulatedCrash):
+        agent.run("Fetch a, b and c.", run_id="two")
+    rest = [{"tool": "fetch", "args": {"what": "b"}}, "found b"]
+    rest += [{"tool": "fetch", "args": {"what": "c"}}, "found c", "all fetched"]
+    out = resume_in_child(db, log, "two", None, rest)
+    assert out == {
+        "answer": "all fetched",
+        "steps": ["found a", "found b", "found c"],
+        "stop": "answered",
+        "model_calls": 5,
+    }
+    assert calls(log) == {"fetch:a": 1, "fetch:b": 2, "fetch:c": 1}
+
+
+def test_another_process_gives_the_approval(tmp_path: Path) -> None:
+    db, log = tmp_path / "runs.db", tmp_path / "calls.log"
+    agent = PlanAndExecute(
+        ScriptedModel(approval_script()), make_tools(log), checkpointer=SQLiteCheckpointer(db)
+    )
+    paused = agent.run("Fetch a and publish it.", run_id="ok")
+    out = resume_in_child(
+        db, log, "ok", {paused.pending_approvals[0].id: True}, ["yes", "Published."]
+    )
+    assert out["stop"] == "answered"
+    assert out["answer"] == "Published."
+    assert calls(log)["publish"] == 1
+    final = PlanAndExecute(ScriptedModel([]), checkpointer=SQLiteCheckpointer(db)).resume("ok")
+    assert final.answer == "Published."
+
+
+def test_a_paused_transcript_that_was_tampered_with_is_refused(tmp_path: Path) -> None:
+    log = tmp_path / "calls.log"
+    store = MemoryCheckpointer()
+    agent = PlanAndExecute(ScriptedModel(approval_script()), make_tools(log), checkpointer=store)
+    agent.run("Fetch a and publish it.", run_id="t")
+    state = store.load("t")
+    assert state is not None
+    state["paused"]["messages"].pop()  # the turn holding the pending calls is gone
+    store.save("t", state)
+    with pytest.raises(CheckpointError, match="paused step's transcript is malformed"):
+        agent.resume("t", {"any": True})
+    assert calls(log)["publish"] == 0
+
+
+class FailingCheckpointer(MemoryCheckpointer):
+    """The store fails on its nth save (a full disk, a dropped connection)."""
+
+    def __init__(self, fail_on: int) -> None:
+        super().__init__()
+        self.saves, self.fail_on = 0, fail_on
+
+    def save(self, run_id: str, state: dict[str, Any]) -> None:
+        self.saves += 1
+        if self.saves == self.fail_on:
+            raise CheckpointError("disk full", run_id=run_id)
+        super().save(run_id, state)
+
+
+def test_a_failed_save_stops_the_run_and_the_previous_checkpoint_resumes() -> None:
+    store = FailingCheckpointer(fail_on=4)  # start, plan, step 1, *step 2*
+    model = ScriptedModel([PLAN, "found a", "found b"])
+    with pytest.raises(CheckpointError, match="disk full") as caught:
+        PlanAndExecute(model, checkpointer=store).run("t", run_id="r")
+    assert caught.value.result.step_status == ["done", "done", "pending"]
+    saved = store.load("r")
+    assert saved is not None
+    assert [s["status"] for s in saved["steps"]] == ["done", "pending", "pending"]
+    model = ScriptedModel(["found b again", "found c", "report"])
+    result = PlanAndExecute(model, checkpointer=store).resume("r")
+    assert result.step_results == ["found a", "found b again", "found c"]

@@ -8,17 +8,24 @@ dependents are not run, and their evidence says which dependency failed.
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import pydantic
 
+from agentloops._pickling import ensure_picklable, pickler_for
 from agentloops._placeholders import looks_like_json, substitute
 from agentloops._rewoo_plan import ReWOOPlan, ReWOOPlanStep
 from agentloops._scheduler import GraphRun, Task, run_graph
-from agentloops.events import EventSink, StepFinished, StepStarted
+from agentloops.events import (
+    EventSink,
+    StepFinished,
+    StepStarted,
+    ToolCallFinished,
+    ToolCallStarted,
+)
 from agentloops.tools import ToolOutcome, ToolRegistry
 
 NOT_RUN = "not run: "
@@ -58,19 +65,23 @@ def work_plan(
     """Run a validated plan: each step as soon as its dependencies are done."""
     steps = {s.step_id: s for s in plan.steps}
     # A thread pool gets the caller's contextvars; any other executor gets plain calls
-    # (a bound `registry.call` and its arguments) that pickle for a remote worker.
+    # (a bound `ToolRegistry.call` and its arguments) that pickle for a remote worker.
     in_threads = isinstance(executor, ThreadPoolExecutor)
+    calls = {} if in_threads else _remote_calls(plan, registry, executor)
+    sent: dict[str, Any] = {}  # the arguments each call got, for the events
 
     def prepare(step_id: str, results: Mapping[str, ToolOutcome]) -> Task:
         step = steps[step_id]
         args = step.tool_args
         if step.depends_on:  # validation guarantees every placeholder is a dependency
             args = _substituted(registry, step, {d: results[d].content for d in step.depends_on})
+        if on_event is not None:
+            sent[step_id] = args
         if in_threads:
             return contextvars.copy_context().run, (registry.call, step.tool_name, args)
-        return registry.call, (step.tool_name, args)
+        return calls.get(step.tool_name, registry.call), (step.tool_name, args)
 
-    hooks = {} if on_event is None else _hooks(on_event, run_id, steps)
+    hooks = {} if on_event is None else _hooks(on_event, run_id, steps, sent)
     graph = run_graph(
         {s.step_id: s.depends_on for s in plan.steps},
         prepare,
@@ -81,6 +92,27 @@ def work_plan(
         **hooks,
     )
     return _collect(plan, graph)
+
+
+def _remote_calls(
+    plan: ReWOOPlan, registry: ToolRegistry, executor: Executor
+) -> dict[str, Callable[[str, dict[str, Any]], ToolOutcome]]:
+    """For a process or cluster executor: a one-tool registry per planned tool, so only
+    the tools the plan uses travel, each checked before anything is submitted.
+
+    Raises:
+        ConfigurationError: a planned tool cannot be pickled for `executor` (named).
+    """
+    if pickler_for(executor) is None:
+        return {}
+    calls: dict[str, Callable[[str, dict[str, Any]], ToolOutcome]] = {}
+    for name in dict.fromkeys(s.tool_name for s in plan.steps):
+        tool = registry.get(name)
+        if tool is not None:
+            one = ToolRegistry([tool], max_output_chars=registry.max_output_chars)
+            ensure_picklable(one, f"tool {name!r}", executor=executor)
+            calls[name] = one.call
+    return calls
 
 
 def _substituted(registry: ToolRegistry, step: ReWOOPlanStep, outputs: dict[str, str]) -> Any:
@@ -123,9 +155,7 @@ def _collect(plan: ReWOOPlan, graph: GraphRun[str, ToolOutcome]) -> Work:
         if sid in graph.results:
             evidence[sid] = graph.results[sid]
         elif sid in graph.errors:
-            exc = graph.errors[sid]
-            text = f"the executor could not run this step: {type(exc).__name__}: {exc}"
-            evidence[sid] = ToolOutcome(content=text, is_error=True)
+            evidence[sid] = _lost(graph.errors[sid])
         elif sid in graph.skipped:
             skipped.append(sid)
             text = _skip_text(graph.skipped[sid], graph.root_cause(sid))
@@ -133,8 +163,16 @@ def _collect(plan: ReWOOPlan, graph: GraphRun[str, ToolOutcome]) -> Work:
     return Work(evidence=evidence, skipped=skipped, aborted_by=graph.aborted_by)
 
 
-def _hooks(sink: EventSink, run_id: str, steps: Mapping[str, ReWOOPlanStep]) -> dict[str, Any]:
-    """Scheduler hooks that turn dispatch, completion and skips into step events."""
+def _lost(exc: BaseException) -> ToolOutcome:
+    text = f"the executor could not run this step: {type(exc).__name__}: {exc}"
+    return ToolOutcome(content=text, is_error=True)
+
+
+def _hooks(
+    sink: EventSink, run_id: str, steps: Mapping[str, ReWOOPlanStep], sent: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Scheduler hooks that turn dispatch, completion and skips into step events, and
+    each call into tool-call events (so tools are counted as in the other loops)."""
     roots: dict[str, str] = {}
 
     def finished(step_id: str, ok: bool, seconds: float, summary: str) -> None:
@@ -150,14 +188,29 @@ def _hooks(sink: EventSink, run_id: str, steps: Mapping[str, ReWOOPlanStep]) -> 
         )
 
     def on_start(step_id: str) -> None:
-        description = steps[step_id].description
-        sink(StepStarted(loop="rewoo", run_id=run_id, step_id=step_id, description=description))
+        step = steps[step_id]
+        sink(
+            StepStarted(loop="rewoo", run_id=run_id, step_id=step_id, description=step.description)
+        )
+        sink(
+            ToolCallStarted(
+                loop="rewoo",
+                run_id=run_id,
+                call_id=step_id,
+                name=step.tool_name,
+                args=sent[step_id],
+            )
+        )
 
     def on_finish(step_id: str, value: ToolOutcome | BaseException) -> None:
-        if isinstance(value, BaseException):
-            finished(step_id, False, 0.0, f"{type(value).__name__}: {value}")
-        else:
-            finished(step_id, not value.is_error, value.seconds, value.content[:200])
+        outcome = _lost(value) if isinstance(value, BaseException) else value
+        name = steps[step_id].tool_name
+        sink(
+            ToolCallFinished(
+                loop="rewoo", run_id=run_id, call_id=step_id, name=name, outcome=outcome
+            )
+        )
+        finished(step_id, not outcome.is_error, outcome.seconds, outcome.content[:200])
 
     def on_skip(step_id: str, dep: str) -> None:
         roots[step_id] = root = roots.get(dep, dep)

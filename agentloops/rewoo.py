@@ -85,13 +85,13 @@ class ReWOOPipeline:
         replan_on_failure: also re-plan when steps failed (not only for invalid plans).
         max_evidence_chars: longer evidence is cut (head and tail, with a marker) in the
             solver prompt.
-        planner_system, solver_system: the system prompts; the tool list is appended
-            to the planner's.
+        planner_system: the planner's system prompt; the tool list is appended to it.
+        solver_system: the solver's system prompt.
         max_retries: structured-output retries for one plan.
         max_tokens: output limit per model call (`None`: the client's default).
         on_event: receives every `Event`.
 
-    Example:
+    Examples:
         >>> from agentloops.testing import ScriptedModel, respond_structured
         >>> def double(x: int) -> int:
         ...     '''Double a number.'''
@@ -191,9 +191,14 @@ class ReWOOPipeline:
     def run(self, task: str, *, run_id: str | None = None) -> ReWOOResult:
         """Plan, work, solve; re-plan on problems when allowed.
 
+        Each error carries a `ReWOOResult` as `.result` holding what was done (usage,
+        plan, evidence).
+
         Raises:
-            PlanValidationError, ToolStepFailed, ModelOutputError, ModelError: each with
-            `.result` holding what was done (usage, plan, evidence).
+            PlanValidationError: the plan was still invalid after the re-plans.
+            ToolStepFailed: with `on_tool_error="abort"`, a step failed.
+            ModelOutputError: the planner's output never matched the plan schema.
+            ModelError: the planner or the solver failed.
         """
         run = _Run(run_id=run_id or uuid.uuid4().hex[:12])
         self._emit(lambda: RunStarted(loop="rewoo", run_id=run.run_id))

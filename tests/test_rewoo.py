@@ -32,6 +32,8 @@ from agentloops import (
     RunStarted,
     StepFinished,
     StepStarted,
+    ToolCallFinished,
+    ToolCallStarted,
     ToolOutcome,
     ToolRegistry,
     ToolStepFailed,
@@ -508,6 +510,8 @@ def test_diamond_with_a_failing_branch() -> None:
     assert finished["#E5"].summary.endswith("because #E2 failed")
     started = {e.step_id for e in events if isinstance(e, StepStarted)}
     assert started == {"#E1", "#E2", "#E3"}
+    tool_calls = {e.call_id for e in events if isinstance(e, ToolCallFinished)}
+    assert tool_calls == {"#E1", "#E2", "#E3"}  # skipped steps made no call
 
 
 DIAMOND = {
@@ -704,7 +708,9 @@ def test_an_executor_failure_becomes_error_evidence() -> None:
     assert evidence["#E2"].content.startswith("not run: it depends on #E1")
     finished = [e for e in events if isinstance(e, StepFinished)]
     assert [(e.step_id, e.ok) for e in finished] == [("#E1", False), ("#E2", False)]
-    assert finished[0].summary == "ConnectionError: worker lost"
+    assert finished[0].summary == evidence["#E1"].content
+    calls = [e for e in events if isinstance(e, ToolCallFinished)]
+    assert [(e.call_id, e.outcome.is_error) for e in calls] == [("#E1", True)]
 
 
 def test_a_caller_owned_thread_pool_stays_open() -> None:
@@ -763,6 +769,12 @@ def test_a_full_run_makes_exactly_two_model_calls() -> None:
     assert kinds[:4] == ["RunStarted", "ModelCallStarted", "ModelCallFinished", "PlanMade"]
     assert kinds[-3:] == ["ModelCallStarted", "ModelCallFinished", "RunFinished"]
     assert kinds.count("StepStarted") == 3 and kinds.count("StepFinished") == 3
+    calls = {e.call_id: e for e in events if isinstance(e, ToolCallStarted)}
+    assert calls["#E3"].name == "add"
+    assert calls["#E3"].args == {"a": "200.0", "b": "400.5"}  # as substituted
+    done = [e for e in events if isinstance(e, ToolCallFinished)]
+    assert sorted(e.call_id for e in done) == ["#E1", "#E2", "#E3"]
+    assert done[-1].outcome == result.evidence[done[-1].call_id]
     assert {e.loop for e in events} == {"rewoo"} and {e.run_id for e in events} == {"r1"}
     finished = events[-1]
     assert isinstance(finished, RunFinished)

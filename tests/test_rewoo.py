@@ -7,7 +7,7 @@ import pickle
 import threading
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -1021,3 +1021,20 @@ def test_a_pipeline_pickles_and_runs_after_unpickling() -> None:
     assert p.run("sum").answer == "600.5"
     p.close()
     copy.close()
+
+
+def test_a_tool_that_cannot_travel_to_a_process_pool_is_named_before_any_call() -> None:
+    lock = threading.Lock()
+
+    @tool
+    def guarded() -> str:
+        """Holds a lock, so it cannot be pickled."""
+        with lock:
+            return "ok"
+
+    plan = plan_of(step("#E1", "search", {"query": "x"}), step("#E2", "guarded", {}))
+    with ProcessPoolExecutor(1) as pool:
+        p = pipeline(tools=[search, guarded], executor=pool)
+        with pytest.raises(ConfigurationError, match="tool 'guarded' cannot be pickled"):
+            p.work(plan)
+    assert not CALLS

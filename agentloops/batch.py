@@ -76,7 +76,7 @@ def run_many(
         ConfigurationError: `max_workers < 1`; `fn` or an input cannot be pickled for
             `executor` (naming the culprit); with `jsonl`, an input has no JSON key.
 
-    Example:
+    Examples:
         >>> items = run_many(lambda x: 10 // x, [5, 0, 2], progress=False)
         >>> [(i.output, i.error) for i in items]
         [(2, None), (None, 'ZeroDivisionError: integer division or modulo by zero'), (5, None)]

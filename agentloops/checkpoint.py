@@ -111,7 +111,7 @@ class SQLiteCheckpointer:
         path: the database file (created with its directory's permissions).
         timeout: seconds a save or load waits for another writer's lock.
 
-    Example:
+    Examples:
         >>> import tempfile, pathlib
         >>> store = SQLiteCheckpointer(pathlib.Path(tempfile.mkdtemp()) / "runs.db")
         >>> store.save("r1", {"step": 2})

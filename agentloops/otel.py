@@ -58,7 +58,7 @@ class OTelSink:
     A run that raised ends no span by itself: call `close()` (or use the sink as a
     context manager) to end whatever is still open, marked as an error.
 
-    Example:
+    Examples:
         >>> from agentloops import ReActLoop
         >>> from agentloops.testing import ScriptedModel
         >>> with OTelSink() as sink:

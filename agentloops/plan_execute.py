@@ -95,7 +95,10 @@ class PlanAndExecute:
         max_retries: retries for the planner's and replanner's structured output.
         max_digest_chars: how much of each earlier step's result a step sees.
         max_tokens: output limit per model call (`None`: the client's default).
-        planner_system, executor_system, reporter_system, replanner_system: system prompts.
+        planner_system: the planner's system prompt.
+        executor_system: the system prompt of each step's ReAct loop.
+        reporter_system: the reporter's system prompt.
+        replanner_system: the replanner's system prompt.
     """
 
     def __init__(

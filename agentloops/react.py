@@ -186,7 +186,7 @@ class ReActLoop:
             `requires_approval=True` always ask unless the policy denies them.
         on_event: receives every `Event`.
 
-    Example:
+    Examples:
         >>> from agentloops.testing import ScriptedModel
         >>> ReActLoop(ScriptedModel(["Paris."]), []).run("Capital of France?").answer
         'Paris.'

@@ -54,7 +54,7 @@ class Router:
         max_retries: re-asks when the output does not validate, before falling back.
         on_event: receives the model call events (`loop="router"`).
 
-    Example:
+    Examples:
         >>> from agentloops.testing import ScriptedModel, respond_structured
         >>> model = ScriptedModel([respond_structured({"route": "math", "reasoning": "sums"})])
         >>> router = Router(model, {"math": "arithmetic", "chat": "anything else"}, default="chat")

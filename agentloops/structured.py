@@ -73,7 +73,8 @@ def ask_structured(
             value = _parse(schema, response)
         except (pydantic.ValidationError, ValueError) as exc:
             errors = _errors(exc)
-            messages = [*messages, response.message, _feedback(response.message, errors)]
+            reply = _sendable(response.message)
+            messages = [*messages, reply, _feedback(reply, errors)]
             continue
         return StructuredReply(value=value, usage=usage, model_calls=calls, raw=raw)
     raise ModelOutputError(
@@ -144,6 +145,12 @@ def _errors(exc: Exception) -> str:
             for e in exc.errors(include_url=False)
         )
     return str(exc)
+
+
+def _sendable(reply: Message) -> Message:
+    """The reply as it can go back: a blank turn would be rejected, so it says it was blank."""
+    blocks = tuple(b for b in reply.content if type(b) is not Text or b.text.strip())
+    return Message("assistant", blocks or (Text("(empty reply)"),))
 
 
 def _feedback(reply: Message, errors: str) -> Message:

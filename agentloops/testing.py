@@ -4,7 +4,7 @@ Both fakes check every request against the Anthropic transcript rules, so any te
 that drives a loop through them is also a protocol test. They also check that the
 assistant turns they returned come back unaltered (thinking blocks included).
 
-Example:
+Examples:
     >>> from agentloops import ReActLoop, tool
     >>> from agentloops.testing import ScriptedModel, use_tools
     >>> @tool

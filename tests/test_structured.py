@@ -96,3 +96,10 @@ def test_events_are_emitted_for_each_call():
 def test_negative_retries_is_a_configuration_error():
     with pytest.raises(ConfigurationError):
         ask_structured(ScriptedModel([]), City, "q", max_retries=-1)
+
+
+@pytest.mark.parametrize("blank", ["", "   \n"])
+def test_a_blank_reply_is_retried_with_a_valid_transcript(blank):
+    model = ScriptedModel([blank, '{"name": "a", "population": 1}'])
+    assert ask_structured(model, City, "q").value.name == "a"
+    assert model.requests[1].messages[1].text == "(empty reply)"

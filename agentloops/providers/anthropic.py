@@ -57,7 +57,7 @@ class AnthropicModel:
             param), or a raw `thinking` dict passed through as is.
         cache: set prompt-cache breakpoints on system + tools and on the newest message.
 
-    Example:
+    Examples:
         >>> from agentloops import AnthropicModel, ReActLoop
         >>> loop = ReActLoop(AnthropicModel(), [search])  # doctest: +SKIP
     """

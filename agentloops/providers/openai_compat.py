@@ -57,7 +57,7 @@ class OpenAICompatModel:
         extra_body: more fields for every request body, e.g. `{"temperature": 0.2}`.
         sleep: how to wait between retries (tests pass a recorder).
 
-    Example:
+    Examples:
         >>> model = OpenAICompatModel("http://localhost:11434/v1", "qwen3:8b")
         >>> model
         OpenAICompatModel('http://localhost:11434/v1', 'qwen3:8b')

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 from market_analyst import data, facts, tools, writers
 from market_analyst.demo_model import DemoModel
@@ -23,12 +22,9 @@ from market_analyst.workflow import CRITERIA
 from agentloops import (
     Comparison,
     Evaluator,
-    Event,
-    EventSink,
     PlanAndExecute,
     ReActLoop,
     ReWOOPipeline,
-    ToolCallFinished,
     compare,
 )
 
@@ -61,46 +57,11 @@ def checker(task: str, answer: str) -> bool:
     return risks_named and all(e in answer for e in expected)
 
 
-class _ReWOOToolEvents:
-    """Reports each ReWOO step's tool outcome as a `ToolCallFinished` after the run.
-
-    `compare` counts tool calls and builds the evaluator's evidence from those events;
-    the ReWOO worker announces its steps with `StepStarted`/`StepFinished` instead. When
-    the worker does send tool events, this adds nothing.
-    """
-
-    def __init__(self, on_event: EventSink):
-        self.on_event = on_event
-        self.sent = False
-        self.pipeline = ReWOOPipeline(DemoModel(), tools.RESEARCH_TOOLS, on_event=self._see)
-
-    def _see(self, event: Event) -> None:
-        self.sent = self.sent or isinstance(event, ToolCallFinished)
-        self.on_event(event)
-
-    def run(self, task: str) -> Any:
-        result = self.pipeline.run(task)
-        if not self.sent and result.plan is not None:
-            for step in result.plan.steps:
-                outcome = result.evidence.get(step.step_id)
-                if outcome is not None:
-                    self.on_event(
-                        ToolCallFinished(
-                            loop="rewoo",
-                            run_id=result.run_id,
-                            call_id=step.step_id,
-                            name=step.tool_name,
-                            outcome=outcome,
-                        )
-                    )
-        return result
-
-
 LOOPS = {
     "ReAct": lambda on_event: ReActLoop(
         DemoModel(), tools.RESEARCH_TOOLS, system=REACT_SYSTEM, max_steps=12, on_event=on_event
     ),
-    "ReWOO": _ReWOOToolEvents,
+    "ReWOO": lambda on_event: ReWOOPipeline(DemoModel(), tools.RESEARCH_TOOLS, on_event=on_event),
     "Plan-and-Execute": lambda on_event: PlanAndExecute(
         DemoModel(), tools.RESEARCH_TOOLS, on_event=on_event
     ),

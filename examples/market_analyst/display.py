@@ -37,55 +37,41 @@ class RunView:
     def __init__(self, console: Console):
         self.console = console
         self.started = time.perf_counter()
-        self._planned: dict[str, str] = {}
-
-    def _call(self, event: StepStarted | StepFinished) -> str:
-        return self._planned.get(event.step_id, "")
+        self._ran: set[str] = set()  # ReWOO steps whose tool call was shown
 
     def _t(self, event: Event) -> str:
         return f"[dim]{event.at - self.started:6.2f}s[/]"
 
     def __call__(self, event: Event) -> None:
+        t = self._t(event)
+        # A ReWOO step is one planned tool call: its call id is the step id (#E1).
+        call_id = getattr(event, "call_id", "")
+        step = f"{call_id} " if event.loop == "rewoo" and call_id else ""
         if isinstance(event, ModelCallFinished):
             u = event.usage
             self.console.print(
-                f"{self._t(event)} [magenta]◆[/] model call ({event.loop}) "
-                f"{event.seconds:.2f}s, {u.total_input_tokens:,} in / {u.output_tokens:,} out"
+                f"{t} [magenta]◆[/] model call ({event.loop}) {event.seconds:.2f}s, "
+                f"{u.total_input_tokens:,} in / {u.output_tokens:,} out"
             )
         elif isinstance(event, ToolCallStarted):
-            self.console.print(f"{self._t(event)}   [cyan]▶[/] {event.name}({_args(event.args)})")
+            self.console.print(f"{t}   [cyan]▶[/] {step}{event.name}({_args(event.args)})")
         elif isinstance(event, ToolCallFinished):
-            outcome = event.outcome
-            if outcome.is_error:
+            self._ran.add(event.call_id)
+            o = event.outcome
+            if o.is_error:
                 self.console.print(
-                    f"{self._t(event)}   [red]✘ {event.name}[/] after {outcome.seconds:.2f}s: "
-                    f"{outcome.content[:160]}"
+                    f"{t}   [red]✘[/] {step}{event.name} after {o.seconds:.2f}s: {o.content[:160]}"
                 )
             else:
-                self.console.print(
-                    f"{self._t(event)}   [green]✔[/] {event.name} in {outcome.seconds:.2f}s"
-                )
-        elif isinstance(event, StepStarted):
-            if event.loop == "rewoo":  # a worker step is one tool call, planned up front
-                self.console.print(
-                    f"{self._t(event)}   [cyan]▶[/] {event.step_id} {self._call(event)}"
-                )
-            else:
-                self.console.print(
-                    f"{self._t(event)} [bold]step {event.step_id}[/]: {event.description}"
-                )
-        elif isinstance(event, StepFinished):
-            mark = "[green]✔[/]" if event.ok else "[red]✘[/]"
-            if event.loop == "rewoo":
-                what = f"{event.step_id} {self._call(event)}"
-            else:
-                what = f"step {event.step_id} {'done' if event.ok else 'incomplete'}"
-            note = "" if event.ok else f": {event.summary[:160]}"
-            self.console.print(f"{self._t(event)}   {mark} {what} in {event.seconds:.2f}s{note}")
+                self.console.print(f"{t}   [green]✔[/] {step}{event.name} in {o.seconds:.2f}s")
+        elif isinstance(event, StepStarted) and event.loop != "rewoo":
+            self.console.print(f"{t} [bold]step {event.step_id}[/]: {event.description}")
+        elif isinstance(event, StepFinished) and event.loop != "rewoo":
+            mark = "[green]✔ done[/]" if event.ok else "[red]✘ incomplete[/]"
+            self.console.print(f"{t}   step {event.step_id} {mark} in {event.seconds:.2f}s")
+        elif isinstance(event, StepFinished) and event.step_id not in self._ran:
+            self.console.print(f"{t}   [yellow]-[/] {event.step_id} not run: {event.summary[:160]}")
         elif isinstance(event, PlanMade):
-            for step in getattr(event.plan, "steps", []):
-                if hasattr(step, "step_id"):
-                    self._planned[step.step_id] = f"{step.tool_name}({_args(step.tool_args)})"
             self.console.print(plan_table(event.plan))
         elif isinstance(event, Replanned):
             problems = "; ".join(event.problems)

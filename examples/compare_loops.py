@@ -38,6 +38,29 @@ REACT_SYSTEM = (
     "You are the analyst of a ReAct agent.\n"
     "Answer the request with the tools; state only figures the tools returned."
 )
+READING = """\
+## How to read it
+
+The stand-in model answers every role by fixed rules, so every loop gets every task right
+here, and the costs show each loop's shape rather than a model's quality:
+
+- **ReAct** (as the stand-in plays it) makes one look-up per turn and decides the next
+  after each result: one model call per tool call plus the answer, with the history
+  growing each turn (mostly cache reads once the prefix is cached).
+- **ReWOO** plans every look-up in one call, runs them in parallel, and writes the answer
+  in a second call: two model calls whatever the number of tools, and the shortest wall
+  time because the simulated latencies overlap.
+- **Plan-and-Execute** plans four steps, runs each as a small ReAct loop (a call to act,
+  a call to report its findings), then reports: the most calls, and steps run one after
+  another.
+- The unknown ticker (XYZ) makes every look-up fail; every loop still answers correctly
+  that there is no data, and the evaluator asks for a person (`needs_human`).
+
+Token counts are estimates (four characters a token) with a simulated prompt cache: a
+request whose prefix was sent before reads it from the cache. With a real model, run the
+same comparison with your client in place of `DemoModel` (see
+[Comparing loops](compare.md)).
+"""
 NOTE = (
     "Measured offline with the deterministic stand-in model (not a language model) and "
     "simulated tool latencies (scale {latency}); {trials} trials of {tasks} tasks per loop."
@@ -97,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     results.write_text(
         "# Loop comparison on the Market Analyst tasks\n\n"
         f"> {note} Regenerate with `python examples/compare_loops.py`.\n\n"
-        f"Tasks:\n\n{tasks}\n\n{table}\n\n![comparison chart](img/compare.png)\n",
+        f"Tasks:\n\n{tasks}\n\n{table}\n\n![comparison chart](img/compare.png)\n\n"
+        f"{READING}\n",
         encoding="utf-8",
     )
     print(f"\nWrote {results} and {chart}.")

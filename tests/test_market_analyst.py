@@ -196,3 +196,21 @@ def test_an_api_error_mid_run_keeps_the_checkpoint_and_resume_continues(
     assert reports(tmp_path) == []  # an approval given before the draft existed is not one
     names = [e["name"] for e in record["evidence"]]
     assert sorted(names) == sorted(RESEARCH_TOOLS)  # steps 1 and 2 were not run again
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "expected"),
+    [
+        (["x"], {"ANTHROPIC_API_KEY": "sk-test"}, "AnthropicModel"),
+        (["x", "--base-url", "http://localhost:11434/v1"], {}, "OpenAICompatModel"),
+        (["x", "--offline"], {"ANTHROPIC_API_KEY": "sk-test"}, "DemoModel"),
+        (["x"], {}, "DemoModel"),
+    ],
+)
+def test_model_choice(argv: list[str], env: dict, expected: str, monkeypatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    model, name, offline = cli.choose_model(cli.parse_args(argv))
+    assert type(model).__name__ == expected and offline is (expected == "DemoModel")
+    assert name

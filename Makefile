@@ -4,6 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
+EXAMPLE := examples/market_analyst examples/market_analyst.py examples/compare_loops.py
 
 .PHONY: test lint typecheck unit demo bench docs clean
 
@@ -16,8 +17,8 @@ $(STAMP): pyproject.toml
 test: $(STAMP) lint typecheck unit
 
 lint: $(STAMP)
-	$(BIN)/ruff check agentloops tests bench
-	$(BIN)/ruff format --check agentloops tests bench
+	$(BIN)/ruff check agentloops tests bench $(EXAMPLE)
+	$(BIN)/ruff format --check agentloops tests bench $(EXAMPLE)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -34,8 +35,10 @@ $(VENV)/.docs-installed: pyproject.toml $(STAMP)
 docs: $(VENV)/.docs-installed
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
+# The Market Analyst offline (deterministic stand-in model), one request per route.
 demo: $(STAMP)
-	$(BIN)/python examples/react_quickstart.py
+	$(BIN)/python examples/market_analyst.py --offline --yes "Quick snapshot of NVDA"
+	$(BIN)/python examples/market_analyst.py --offline --yes "Investment thesis and strategic risks for MSFT"
 
 # Benchmarks need the peers and matplotlib (the `bench` extra); they are scripts, not tests.
 $(BENCH_STAMP): $(STAMP) pyproject.toml

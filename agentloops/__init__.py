@@ -66,6 +66,13 @@ from agentloops.model import (
 )
 from agentloops.plan_execute import Plan, PlanAndExecute, PlanExecuteResult, PlanStep
 from agentloops.react import ReActLoop, ReActResult
+from agentloops.rewoo import (
+    ReWOOPipeline,
+    ReWOOPlan,
+    ReWOOPlanStep,
+    ReWOOResult,
+    validate_plan,
+)
 from agentloops.router import RouteDecision, Router
 from agentloops.structured import StructuredReply, ask_structured, output_schema
 from agentloops.tools import ApprovalPolicy, Decision, Tool, ToolOutcome, ToolRegistry, tool
@@ -132,6 +139,10 @@ __all__ = [
     "PlanValidationError",
     "ReActLoop",
     "ReActResult",
+    "ReWOOPipeline",
+    "ReWOOPlan",
+    "ReWOOPlanStep",
+    "ReWOOResult",
     "RedactedThinking",
     "Replanned",
     "RouteDecision",
@@ -166,5 +177,6 @@ __all__ = [
     "output_schema",
     "run_many",
     "tool",
+    "validate_plan",
     "validate_transcript",
 ]

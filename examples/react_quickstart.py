@@ -40,7 +40,9 @@ def main() -> None:
         for block in message.content:
             print(f"  {message.role:>9}: {block}")
     print(f"\nanswer: {result.answer}")
-    print(f"stop: {result.stop_reason}, model calls: {result.model_calls}, tool calls: {result.tool_calls}")
+    print(
+        f"stop: {result.stop_reason}, model calls: {result.model_calls}, tool calls: {result.tool_calls}"
+    )
 
 
 if __name__ == "__main__":

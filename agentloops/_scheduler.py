@@ -1,0 +1,259 @@
+"""A dependency-ready scheduler for a graph of independent calls, on any executor.
+
+Each node is submitted the moment its last dependency finishes (not in waves), so a
+short chain never waits for an unrelated long branch. No model code lives here: the
+ReWOO worker uses it, and Plan-and-Execute may too.
+"""
+
+from __future__ import annotations
+
+import queue
+from collections import deque
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from concurrent.futures import Executor, Future
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from agentloops.errors import ConfigurationError
+
+K = TypeVar("K", bound=Hashable)
+R = TypeVar("R")
+
+Task = tuple[Callable[..., Any], tuple[Any, ...]]
+"""What to submit for one node: a function and its positional arguments. Keep the
+function module-level and the arguments picklable when the executor is remote."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GraphRun(Generic[K, R]):
+    """What a `run_graph` call did with each node."""
+
+    results: dict[K, R]
+    """Nodes whose call returned, in the order they finished."""
+    errors: dict[K, BaseException] = field(default_factory=dict)
+    """Nodes whose call raised (an executor failure: a tool's own errors are values)."""
+    skipped: dict[K, K] = field(default_factory=dict)
+    """Nodes not run, each mapped to the dependency that failed or was itself skipped."""
+    not_started: list[K] = field(default_factory=list)
+    """Nodes never dispatched because the run aborted."""
+    aborted_by: K | None = None
+    """The failed node that stopped dispatching (abort mode only)."""
+
+    def root_cause(self, node: K) -> K:
+        """The failed node at the bottom of a skipped node's chain of dependencies."""
+        while node in self.skipped:
+            node = self.skipped[node]
+        return node
+
+
+def _never(_value: Any) -> bool:
+    return False
+
+
+def run_graph(
+    deps: Mapping[K, Sequence[K]],
+    prepare: Callable[[K, Mapping[K, R]], Task],
+    *,
+    executor: Executor,
+    failed: Callable[[R], bool] = _never,
+    abort_on_failure: bool = False,
+    checked: bool = False,
+    on_start: Callable[[K], None] | None = None,
+    on_finish: Callable[[K, R | BaseException], None] | None = None,
+    on_skip: Callable[[K, K], None] | None = None,
+) -> GraphRun[K, R]:
+    """Run every node of a dependency graph, each as soon as its dependencies are done.
+
+    Args:
+        deps: each node's dependencies; the mapping's order breaks ties between nodes
+            that become ready together.
+        prepare: called on this thread when a node is ready, with the results so far;
+            returns the function and arguments to submit for it.
+        executor: where calls run (a thread pool, or any `concurrent.futures.Executor`).
+        failed: tells a failed result from a good one; a failed node's dependents are
+            skipped (or, with `abort_on_failure`, nothing more is dispatched).
+        abort_on_failure: on the first failure stop dispatching, wait for the calls
+            already running, and return with `aborted_by` set.
+        checked: the caller has already ruled out unknown dependencies and cycles.
+        on_start, on_finish, on_skip: hooks called on this thread, in event order.
+
+    Raises:
+        ConfigurationError: a dependency names no node, or the graph has a cycle;
+            raised before anything is submitted.
+    """
+    if not checked:
+        _check(deps)
+    remaining = {node: len(set(d)) for node, d in deps.items()}
+    dependents: dict[K, list[K]] = {node: [] for node in deps}
+    for node, d in deps.items():
+        for dep in dict.fromkeys(d):
+            dependents[dep].append(node)
+
+    run: GraphRun[K, R] = GraphRun(results={})
+    done: queue.SimpleQueue[tuple[K, Future[R]]] = queue.SimpleQueue()
+    running: set[Future[R]] = set()
+    stopped = False
+
+    def dispatch(node: K) -> None:
+        fn, args = prepare(node, run.results)
+        if on_start is not None:
+            on_start(node)
+        try:
+            future = executor.submit(fn, *args)
+        except Exception as exc:  # e.g. arguments a remote executor cannot pickle
+            future = Future()
+            future.set_exception(exc)
+        running.add(future)
+        # The callback runs on the executor's thread; the queue hands the node back here.
+        future.add_done_callback(lambda f: done.put((node, f)))
+
+    try:
+        for node, count in remaining.items():
+            if count == 0:
+                dispatch(node)
+        while running:
+            node, future = done.get()
+            running.discard(future)
+            try:
+                value: R | BaseException = future.result()
+                ok = not failed(value)  # type: ignore[arg-type]
+                run.results[node] = value  # type: ignore[assignment]
+            except BaseException as exc:  # an executor failure is this node's failure
+                value, ok = exc, False
+                run.errors[node] = exc
+            if on_finish is not None:
+                on_finish(node, value)
+            if ok:
+                for child in dependents[node]:
+                    remaining[child] -= 1
+                    if remaining[child] == 0 and not stopped and child not in run.skipped:
+                        dispatch(child)
+            elif abort_on_failure:
+                if not stopped:
+                    stopped = True
+                    object.__setattr__(run, "aborted_by", node)
+            else:
+                _skip_dependents(node, dependents, run.skipped, on_skip)
+    except BaseException:
+        for future in running:  # a hook or `prepare` raised: start nothing more
+            future.cancel()
+        raise
+    if stopped:
+        finished = run.results.keys() | run.errors.keys()
+        run.not_started.extend(n for n in deps if n not in finished)
+    return run
+
+
+def _skip_dependents(
+    node: K,
+    dependents: Mapping[K, list[K]],
+    skipped: dict[K, K],
+    on_skip: Callable[[K, K], None] | None,
+) -> None:
+    """Mark everything downstream of a failed node as skipped, naming the blocking dependency."""
+    todo = deque([node])
+    while todo:
+        current = todo.popleft()
+        for child in dependents[current]:
+            if child not in skipped:
+                skipped[child] = current
+                if on_skip is not None:
+                    on_skip(child, current)
+                todo.append(child)
+
+
+def _check(deps: Mapping[K, Sequence[K]]) -> None:
+    unknown = sorted({str(d) for ds in deps.values() for d in ds if d not in deps})
+    if unknown:
+        raise ConfigurationError(f"dependencies name no node: {', '.join(unknown)}")
+    loops = cycles(deps)
+    if loops:
+        named = "; ".join(" -> ".join(str(n) for n in c) for c in loops)
+        raise ConfigurationError(f"the graph has cycles: {named}")
+
+
+def cycles(deps: Mapping[K, Sequence[K]]) -> list[list[K]]:
+    """Every cycle's members as a path that ends where it starts (`[a, b, a]`: a needs b,
+    b needs a), one path per strongly connected component; self-loops included.
+    Dependencies that name no node are ignored."""
+    edges = {node: [d for d in dict.fromkeys(ds) if d in deps] for node, ds in deps.items()}
+    # Kahn's pass peels off every node that can run; only what is left can be on a cycle.
+    waiting = {node: len(ds) for node, ds in edges.items()}
+    dependents: dict[K, list[K]] = {node: [] for node in edges}
+    for node, ds in edges.items():
+        for dep in ds:
+            dependents[dep].append(node)
+    ready = [node for node, n in waiting.items() if n == 0]
+    while ready:
+        for child in dependents[ready.pop()]:
+            waiting[child] -= 1
+            if waiting[child] == 0:
+                ready.append(child)
+    stuck = {node: [d for d in ds if waiting[d]] for node, ds in edges.items() if waiting[node]}
+    found: list[list[K]] = []
+    for component in _components(stuck):
+        start = component[0]
+        if len(component) > 1 or start in stuck[start]:
+            found.append(_path_back(start, stuck, set(component)))
+    return found
+
+
+def _components(edges: Mapping[K, list[K]]) -> list[list[K]]:
+    """Strongly connected components (Tarjan's algorithm, iterative), members in `edges`
+    order. Every edge must name a key of `edges`."""
+    order = {node: i for i, node in enumerate(edges)}
+    index: dict[K, int] = {}
+    low: dict[K, int] = {}
+    stack: list[K] = []
+    on_stack: set[K] = set()
+    result: list[list[K]] = []
+    for root in edges:
+        if root in index:
+            continue
+        work: list[tuple[K, int]] = [(root, 0)]
+        while work:
+            node, i = work.pop()
+            if i == 0:
+                index[node] = low[node] = len(index)
+                stack.append(node)
+                on_stack.add(node)
+            if i < len(edges[node]):
+                work.append((node, i + 1))
+                child = edges[node][i]
+                if child not in index:
+                    work.append((child, 0))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            if low[node] == index[node]:
+                members = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    members.append(member)
+                    if member == node:
+                        break
+                result.append(sorted(members, key=order.__getitem__))
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+    return result
+
+
+def _path_back(start: K, deps: Mapping[K, list[K]], members: set[K]) -> list[K]:
+    """The shortest dependency path from `start` back to itself inside one component."""
+    previous: dict[K, K] = {}
+    todo = deque([start])
+    while todo:
+        node = todo.popleft()
+        for dep in deps[node]:
+            if dep == start:
+                path = [start]
+                while node != start:
+                    path.append(node)
+                    node = previous[node]
+                return [start, *reversed(path[1:]), start]
+            if dep in members and dep not in previous:
+                previous[dep] = node
+                todo.append(dep)
+    raise AssertionError("a component with a cycle has a path back")  # pragma: no cover

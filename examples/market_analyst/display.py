@@ -1,0 +1,125 @@
+"""What a person watches: rich output driven by the loops' events.
+
+`RunView` is an event sink. Tool calls print as they start and finish, stamped with
+seconds since the run began, so calls that overlap (the ReWOO worker's parallel steps,
+the parallel calls of one ReAct turn) are visible as overlapping times.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+
+from agentloops import (
+    Event,
+    ModelCallFinished,
+    PlanMade,
+    Replanned,
+    StepFinished,
+    StepStarted,
+    ToolCallFinished,
+    ToolCallStarted,
+    Usage,
+)
+
+
+def _args(args: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in args.items())
+
+
+class RunView:
+    """Prints events as they arrive (rich's console print is thread-safe)."""
+
+    def __init__(self, console: Console):
+        self.console = console
+        self.started = time.perf_counter()
+        self._ran: set[str] = set()  # ReWOO steps whose tool call was shown
+
+    def _t(self, event: Event) -> str:
+        return f"[dim]{event.at - self.started:6.2f}s[/]"
+
+    def __call__(self, event: Event) -> None:
+        t = self._t(event)
+        # A ReWOO step is one planned tool call: its call id is the step id (#E1).
+        call_id = getattr(event, "call_id", "")
+        step = f"{call_id} " if event.loop == "rewoo" and call_id else ""
+        if isinstance(event, ModelCallFinished):
+            u = event.usage
+            self.console.print(
+                f"{t} [magenta]◆[/] model call ({event.loop}) {event.seconds:.2f}s, "
+                f"{u.total_input_tokens:,} in / {u.output_tokens:,} out"
+            )
+        elif isinstance(event, ToolCallStarted):
+            self.console.print(f"{t}   [cyan]▶[/] {step}{event.name}({_args(event.args)})")
+        elif isinstance(event, ToolCallFinished):
+            self._ran.add(event.call_id)
+            o = event.outcome
+            if o.is_error:
+                self.console.print(
+                    f"{t}   [red]✘[/] {step}{event.name} after {o.seconds:.2f}s: {o.content[:160]}"
+                )
+            else:
+                self.console.print(f"{t}   [green]✔[/] {step}{event.name} in {o.seconds:.2f}s")
+        elif isinstance(event, StepStarted) and event.loop != "rewoo":
+            self.console.print(f"{t} [bold]step {event.step_id}[/]: {event.description}")
+        elif isinstance(event, StepFinished) and event.loop != "rewoo":
+            mark = "[green]✔ done[/]" if event.ok else "[red]✘ incomplete[/]"
+            self.console.print(f"{t}   step {event.step_id} {mark} in {event.seconds:.2f}s")
+        elif isinstance(event, StepFinished) and event.step_id not in self._ran:
+            self.console.print(f"{t}   [yellow]-[/] {event.step_id} not run: {event.summary[:160]}")
+        elif isinstance(event, PlanMade):
+            self.console.print(plan_table(event.plan))
+        elif isinstance(event, Replanned):
+            problems = "; ".join(event.problems)
+            self.console.print(f"[yellow]re-planning (attempt {event.attempt})[/]: {problems}")
+
+
+def plan_table(plan: Any) -> Table:
+    """A ReWOO plan (step ids, tools, dependencies) or a Plan-and-Execute plan."""
+    steps = list(getattr(plan, "steps", []))
+    if steps and hasattr(steps[0], "step_id"):
+        table = Table(title="ReWOO plan (every tool call decided up front)", title_justify="left")
+        for column in ("step", "tool", "arguments", "waits for"):
+            table.add_column(column)
+        for s in steps:
+            table.add_row(
+                s.step_id, s.tool_name, _args(s.tool_args), ", ".join(s.depends_on) or "-"
+            )
+        return table
+    table = Table(title="Plan-and-Execute plan", title_justify="left")
+    for column in ("#", "step", "tool hint"):
+        table.add_column(column)
+    for s in steps:
+        table.add_row(str(s.step_number), s.description, s.tool_hint or "-")
+    return table
+
+
+def usage_table(usage: Usage, calls_by_role: dict[str, int]) -> Table:
+    """Tokens split the way prompt caching bills them, and the model calls by role."""
+    roles = ", ".join(f"{role} {n}" for role, n in sorted(calls_by_role.items()))
+    table = Table(
+        title="Model usage",
+        title_justify="left",
+        caption=f"by role: {roles}",
+        caption_justify="left",
+    )
+    for column in ("uncached input", "cache read", "cache write", "output", "model calls"):
+        table.add_column(column, justify="right")
+    table.add_row(
+        f"{usage.input_tokens:,}",
+        f"{usage.cache_read_tokens:,}",
+        f"{usage.cache_write_tokens:,}",
+        f"{usage.output_tokens:,}",
+        str(sum(calls_by_role.values())),
+    )
+    return table
+
+
+def verdict_panel(verdict: str, reasons: list[str]) -> Panel:
+    style = {"pass": "green", "fail": "red"}.get(verdict, "yellow")
+    body = "\n".join(f"• {r}" for r in reasons) or "(no reasons given)"
+    return Panel(body, title=f"Evaluator (fresh context): [bold]{verdict}[/]", border_style=style)

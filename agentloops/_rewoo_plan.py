@@ -19,6 +19,8 @@ from agentloops.tools import ToolRegistry
 class ReWOOPlanStep(pydantic.BaseModel):
     """One tool call of a ReWOO plan."""
 
+    model_config = pydantic.ConfigDict(defer_build=True)  # built on first use: fast import
+
     step_id: str = pydantic.Field(description='"#E1", "#E2", ... in plan order')
     description: str = pydantic.Field(description="what this step finds out, and why")
     tool_name: str = pydantic.Field(description="one of the listed tools")
@@ -32,6 +34,8 @@ class ReWOOPlanStep(pydantic.BaseModel):
 
 class ReWOOPlan(pydantic.BaseModel):
     """Every tool call needed for the task, written before any of them runs."""
+
+    model_config = pydantic.ConfigDict(defer_build=True)
 
     steps: list[ReWOOPlanStep]
 

@@ -3,12 +3,12 @@
 Import what you need from here: `from agentloops import ReActLoop, tool`.
 Importing has no side effects and does not import any provider SDK: provider clients
 (`AnthropicModel`, `OpenAICompatModel`) load on first access, and their SDK only when one is built.
+ReWOO, Plan-and-Execute, the router, the evaluator, checkpoints and batches also load on first
+access: `from agentloops import ReWOOPipeline` works as usual.
 """
 
 import typing as _typing
 
-from agentloops.batch import BatchItem, run_many
-from agentloops.checkpoint import Checkpointer, MemoryCheckpointer, SQLiteCheckpointer
 from agentloops.compare import Attempt, Comparison, LoopFactory, LoopSummary, compare
 from agentloops.errors import (
     AgentLoopsError,
@@ -27,7 +27,6 @@ from agentloops.errors import (
     ToolStepFailed,
     TranscriptError,
 )
-from agentloops.evaluator import Evaluator, Verdict
 from agentloops.events import (
     ApprovalRequested,
     Event,
@@ -64,26 +63,44 @@ from agentloops.model import (
     ToolSpec,
     Usage,
 )
-from agentloops.plan_execute import Plan, PlanAndExecute, PlanExecuteResult, PlanStep
 from agentloops.react import ReActLoop, ReActResult
-from agentloops.rewoo import (
-    ReWOOPipeline,
-    ReWOOPlan,
-    ReWOOPlanStep,
-    ReWOOResult,
-    validate_plan,
-)
-from agentloops.router import RouteDecision, Router
 from agentloops.structured import StructuredReply, ask_structured, output_schema
 from agentloops.tools import ApprovalPolicy, Decision, Tool, ToolOutcome, ToolRegistry, tool
 
 if _typing.TYPE_CHECKING:  # pragma: no cover
+    from agentloops.batch import BatchItem, run_many
+    from agentloops.checkpoint import Checkpointer, MemoryCheckpointer, SQLiteCheckpointer
+    from agentloops.evaluator import Evaluator, Verdict
+    from agentloops.plan_execute import Plan, PlanAndExecute, PlanExecuteResult, PlanStep
     from agentloops.providers.anthropic import AnthropicModel
     from agentloops.providers.openai_compat import OpenAICompatModel
+    from agentloops.rewoo import ReWOOPipeline, ReWOOPlan, ReWOOPlanStep, ReWOOResult, validate_plan
+    from agentloops.router import RouteDecision, Router
 
+# ReWOO, Plan-and-Execute and the other features load on first access, so that
+# `import agentloops` stays cheap for a program that uses part of it (bench/startup.py).
+# `compare` stays eager: its name is also its module's, which an import would rebind.
 _LAZY = {
     "AnthropicModel": "agentloops.providers.anthropic",
     "OpenAICompatModel": "agentloops.providers.openai_compat",
+    "BatchItem": "agentloops.batch",
+    "run_many": "agentloops.batch",
+    "Checkpointer": "agentloops.checkpoint",
+    "MemoryCheckpointer": "agentloops.checkpoint",
+    "SQLiteCheckpointer": "agentloops.checkpoint",
+    "Evaluator": "agentloops.evaluator",
+    "Verdict": "agentloops.evaluator",
+    "Plan": "agentloops.plan_execute",
+    "PlanAndExecute": "agentloops.plan_execute",
+    "PlanExecuteResult": "agentloops.plan_execute",
+    "PlanStep": "agentloops.plan_execute",
+    "ReWOOPipeline": "agentloops.rewoo",
+    "ReWOOPlan": "agentloops.rewoo",
+    "ReWOOPlanStep": "agentloops.rewoo",
+    "ReWOOResult": "agentloops.rewoo",
+    "validate_plan": "agentloops.rewoo",
+    "RouteDecision": "agentloops.router",
+    "Router": "agentloops.router",
 }
 """Public names loaded on first access (module-level `__getattr__`, PEP 562)."""
 

@@ -29,6 +29,10 @@ CASES = {
     "pydantic (BaseModel, Field)": ("from pydantic import BaseModel, Field", "pydantic"),
     "agentloops": ("import agentloops", "agentloops"),
     "agentloops and one tool": (ONE_TOOL, "agentloops"),
+    "all three loops": (
+        "from agentloops import PlanAndExecute, ReActLoop, ReWOOPipeline",
+        "agentloops",
+    ),
     "langgraph (StateGraph)": ("from langgraph.graph import StateGraph", "langgraph"),
     "langchain create_agent": ("from langchain.agents import create_agent", "langchain"),
     "pydantic-ai (Agent)": ("from pydantic_ai import Agent", "pydantic_ai"),
@@ -46,8 +50,11 @@ HEAVY = (
     "langgraph",
     "pydantic_ai",
     "matplotlib",
+    "importlib.metadata",
 )
-"""Modules `import agentloops` must not load (provider SDKs, optional backends, peers)."""
+"""Modules `import agentloops` must not load: provider SDKs, optional backends, peers, and
+`importlib.metadata`, which pydantic loads to scan for plugins when a model's schema is
+built, so its presence means some module builds a schema at import (use defer_build)."""
 TARGET_MS, TARGET_MB = 150.0, 40.0
 
 CHILD = """
@@ -55,7 +62,7 @@ import json, resource, sys, time
 start = time.perf_counter()
 {statement}
 seconds = time.perf_counter() - start
-heavy = sorted({{m.split(".")[0] for m in sys.modules}} & set({heavy!r}))
+heavy = sorted(set(sys.modules) & set({heavy!r}))
 rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(json.dumps({{"import_ms": seconds * 1e3, "rss_mb": rss_kb / 1024, "heavy": heavy}}))
 """

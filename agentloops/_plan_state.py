@@ -6,6 +6,7 @@ step in another process, and nothing a finished step would need again (no transc
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -169,13 +170,13 @@ class RunState:
                 {
                     "status": s.status,
                     "result": s.result,
-                    "usage": _usage_dict(s.usage),
+                    "usage": dataclasses.asdict(s.usage),
                     "model_calls": s.model_calls,
                     "tool_calls": s.tool_calls,
                 }
                 for s in self.steps
             ],
-            "usage": _usage_dict(self.usage),
+            "usage": dataclasses.asdict(self.usage),
             "model_calls": self.model_calls,
             "replans": self.replans,
             "reviewed": self.reviewed,
@@ -254,15 +255,6 @@ class RunState:
                     run_id=run_id,
                 ) from exc
         return state
-
-
-def _usage_dict(usage: Usage) -> dict[str, int]:
-    return {
-        "input_tokens": usage.input_tokens,
-        "output_tokens": usage.output_tokens,
-        "cache_read_tokens": usage.cache_read_tokens,
-        "cache_write_tokens": usage.cache_write_tokens,
-    }
 
 
 def _step_text(react: ReActResult) -> str:

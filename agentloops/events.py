@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from agentloops.messages import Block, Message, block_to_dict, message_to_dict
-from agentloops.model import Usage
+from agentloops.model import ModelClient, ModelRequest, ModelResponse, Usage
 from agentloops.tools import ToolOutcome
 
 
@@ -109,6 +109,37 @@ class ApprovalRequested(Event):
 
 
 EventSink = Callable[[Event], None]
+
+
+def complete_with_events(
+    model: ModelClient,
+    request: ModelRequest,
+    on_event: EventSink | None,
+    loop: str,
+    run_id: str,
+    step: int,
+) -> ModelResponse:
+    """One model call, between `ModelCallStarted` and `ModelCallFinished` when a sink is set.
+
+    Every loop makes its model calls through here. A call that raises emits no finished event.
+    """
+    if on_event is None:
+        return model.complete(request)
+    on_event(ModelCallStarted(loop=loop, run_id=run_id, step=step, messages=len(request.messages)))
+    start = time.perf_counter()
+    response = model.complete(request)
+    on_event(
+        ModelCallFinished(
+            loop=loop,
+            run_id=run_id,
+            step=step,
+            stop_reason=response.stop_reason,
+            usage=response.usage,
+            model=response.model,
+            seconds=time.perf_counter() - start,
+        )
+    )
+    return response
 
 
 def _plain(value: Any) -> Any:

@@ -48,10 +48,10 @@ from agentloops.events import (
     StepFinished,
     StepStarted,
 )
+from agentloops.events import complete_with_events as complete
 from agentloops.messages import Message
 from agentloops.model import ModelClient, ModelRequest
 from agentloops.react import ReActLoop, ReActResult
-from agentloops.structured import _complete as complete  # one model call, with its events
 from agentloops.structured import ask_structured
 from agentloops.tools import ApprovalPolicy, Tool, ToolRegistry
 

@@ -32,10 +32,16 @@ from agentloops.errors import (
     PlanValidationError,
     ToolStepFailed,
 )
-from agentloops.events import EventSink, PlanMade, Replanned, RunFinished, RunStarted
+from agentloops.events import (
+    EventSink,
+    PlanMade,
+    Replanned,
+    RunFinished,
+    RunStarted,
+    complete_with_events,
+)
 from agentloops.messages import Message
 from agentloops.model import ModelClient, ModelRequest, Usage
-from agentloops.structured import _complete as complete_with_events
 from agentloops.structured import ask_structured
 from agentloops.tools import Tool, ToolOutcome, ToolRegistry
 

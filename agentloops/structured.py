@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 import pydantic
 
-from agentloops.errors import AgentLoopsError, ConfigurationError, ModelOutputError
-from agentloops.events import EventSink, ModelCallFinished, ModelCallStarted
+from agentloops.errors import ConfigurationError, ModelOutputError
+from agentloops.events import EventSink, complete_with_events
 from agentloops.messages import Message, Text, ToolResult
 from agentloops.model import ModelClient, ModelRequest, ModelResponse, OutputSchema, Usage
 
@@ -66,7 +65,7 @@ def ask_structured(
     usage, calls, raw, errors = Usage(), 0, "", ""
     for _attempt in range(max_retries + 1):
         request = ModelRequest(system, messages, [], "auto", max_tokens, output)
-        response = _complete(model, request, on_event, loop, run_id, calls)
+        response = complete_with_events(model, request, on_event, loop, run_id, calls)
         usage, calls = usage + response.usage, calls + 1
         raw = _raw(response)
         try:
@@ -84,36 +83,6 @@ def ask_structured(
         usage=usage,
         model_calls=calls,
     )
-
-
-def _complete(
-    model: ModelClient,
-    request: ModelRequest,
-    on_event: EventSink | None,
-    loop: str,
-    run_id: str,
-    step: int,
-) -> ModelResponse:
-    if on_event is None:
-        return model.complete(request)
-    on_event(ModelCallStarted(loop=loop, run_id=run_id, step=step, messages=len(request.messages)))
-    start = time.perf_counter()
-    try:
-        response = model.complete(request)
-    except AgentLoopsError:
-        raise
-    on_event(
-        ModelCallFinished(
-            loop=loop,
-            run_id=run_id,
-            step=step,
-            stop_reason=response.stop_reason,
-            usage=response.usage,
-            model=response.model,
-            seconds=time.perf_counter() - start,
-        )
-    )
-    return response
 
 
 def _raw(response: ModelResponse) -> str:

@@ -10,147 +10,35 @@ from __future__ import annotations
 
 import contextvars
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from agentloops.errors import (
-    AgentLoopsError,
-    ApprovalRequired,
-    BudgetExceeded,
-    ConfigurationError,
-    ModelRefused,
-    OutputTruncated,
-    RunError,
-    RunStalled,
-    StepLimitExceeded,
-)
+from agentloops._react_result import ReActResult, ReActStopReason
+from agentloops.errors import AgentLoopsError, ConfigurationError
 from agentloops.events import (
     ApprovalRequested,
     EventSink,
-    ModelCallFinished,
-    ModelCallStarted,
     RunFinished,
     RunStarted,
     ToolCallFinished,
     ToolCallStarted,
+    complete_with_events,
 )
-from agentloops.messages import (
-    Message,
-    Text,
-    ToolCall,
-    ToolResult,
-    message_from_dict,
-    message_to_dict,
-    validate_transcript,
-)
+from agentloops.messages import Message, Text, ToolCall, ToolResult, validate_transcript
 from agentloops.model import ModelClient, ModelRequest, ModelResponse, Usage
 from agentloops.tools import ApprovalPolicy, Tool, ToolOutcome, ToolRegistry
 
-ReActStopReason = Literal[
-    "answered",
-    "max_steps",
-    "budget",
-    "stalled",
-    "approval_required",
-    "refused",
-    "max_tokens",
-    "context_window",
-    "error",
-]
-
-_RAISES: dict[str, type[RunError]] = {
-    "max_steps": StepLimitExceeded,
-    "budget": BudgetExceeded,
-    "stalled": RunStalled,
-    "approval_required": ApprovalRequired,
-    "refused": ModelRefused,
-    "max_tokens": OutputTruncated,
-    "context_window": OutputTruncated,
-    "error": RunError,
-}
+__all__ = ["ReActLoop", "ReActResult", "ReActStopReason"]
 
 _CUT = "not run: your reply was cut off by the output limit before this call was complete"
+_REFUSED = "not run: the reply that asked for this call was a refusal"
 _NO_TOOLS = "not run: tools are disabled for this final answer"
 _DENIED = "denied: this call was not approved, so it did not run"
 _FINAL = "The step limit is reached. Answer now from what you have; no more tools."
-
-
-@dataclass(frozen=True, kw_only=True)
-class ReActResult:
-    """What a ReAct run produced. Nothing is lost when it stops short of an answer."""
-
-    answer: str
-    """The last assistant text ("" when the run never answered)."""
-    stop_reason: ReActStopReason
-    messages: list[Message]
-    """The whole transcript, valid to send again (a paused run ends on its pending calls)."""
-    usage: Usage
-    model_calls: int
-    tool_calls: int
-    """Tool calls run (denied or cut calls are not counted)."""
-    steps: int
-    run_id: str
-    detail: str = ""
-    """Why the run stopped, quoting the limit and the observed value."""
-    pending_approvals: list[ToolCall] = field(default_factory=list)
-    """Calls waiting for a human decision (`stop_reason="approval_required"`)."""
-    held_results: list[ToolResult] = field(default_factory=list)
-    """Results of the paused turn's other calls, already run or denied."""
-
-    def raise_for_stop(self) -> None:
-        """Raise the matching `RunError` (with this result) unless the run answered."""
-        if self.stop_reason != "answered":
-            raise _RAISES[self.stop_reason](self.detail or self.stop_reason, result=self)
-
-    def to_state(self) -> dict[str, Any]:
-        """A JSON-ready dict; `ReActResult.from_state` rebuilds it (e.g. in another process)."""
-        return {
-            "answer": self.answer,
-            "stop_reason": self.stop_reason,
-            "messages": [message_to_dict(m) for m in self.messages],
-            "usage": _usage_dict(self.usage),
-            "model_calls": self.model_calls,
-            "tool_calls": self.tool_calls,
-            "steps": self.steps,
-            "run_id": self.run_id,
-            "detail": self.detail,
-            "pending_approvals": [c.id for c in self.pending_approvals],
-            "held_results": [
-                {"call_id": r.call_id, "content": r.content, "is_error": r.is_error}
-                for r in self.held_results
-            ],
-        }
-
-    @classmethod
-    def from_state(cls, state: dict[str, Any]) -> ReActResult:
-        messages = [message_from_dict(m) for m in state["messages"]]
-        pending_ids = set(state["pending_approvals"])
-        pending = [c for c in messages[-1].tool_calls if c.id in pending_ids] if messages else []
-        return cls(
-            answer=state["answer"],
-            stop_reason=state["stop_reason"],
-            messages=messages,
-            usage=Usage(**state["usage"]),
-            model_calls=state["model_calls"],
-            tool_calls=state["tool_calls"],
-            steps=state["steps"],
-            run_id=state["run_id"],
-            detail=state.get("detail", ""),
-            pending_approvals=pending,
-            held_results=[ToolResult(**r) for r in state["held_results"]],
-        )
-
-
-def _usage_dict(usage: Usage) -> dict[str, int]:
-    return {
-        "input_tokens": usage.input_tokens,
-        "output_tokens": usage.output_tokens,
-        "cache_read_tokens": usage.cache_read_tokens,
-        "cache_write_tokens": usage.cache_write_tokens,
-    }
 
 
 @dataclass(kw_only=True)
@@ -227,6 +115,7 @@ class ReActLoop:
         self.approval = approval
         self.on_event = on_event
         self._resumed: set[tuple[str, str]] = set()
+        self._resume_lock = threading.Lock()
 
     def run(self, task: str | Sequence[Message], *, run_id: str | None = None) -> ReActResult:
         """Run until an answer or a stop. `task` is a question, or a transcript ending on a
@@ -273,9 +162,10 @@ class ReActLoop:
         if any(shown.get(i) != c for i, c in pending.items()):
             raise ConfigurationError("pending calls do not match the transcript's last turn")
         key = (result.run_id, ",".join(sorted(pending)))
-        if key in self._resumed:
-            raise ConfigurationError(f"run {result.run_id} was already resumed from this pause")
-        self._resumed.add(key)
+        with self._resume_lock:
+            if key in self._resumed:
+                raise ConfigurationError(f"run {result.run_id} was already resumed from this pause")
+            self._resumed.add(key)
         run = _Run(
             messages=list(result.messages),
             run_id=result.run_id,
@@ -328,10 +218,11 @@ class ReActLoop:
                 return self._finish(run, _answer_reason(reason), f"model stop_reason={reason}")
             message, calls = _unique_ids(run, message, calls)
             run.messages.append(message)
-            if reason in ("max_tokens", "context_window", "refusal"):
+            if reason == "refusal":
+                run.messages.append(_unanswered(calls, _REFUSED))
+                return self._finish(run, "refused", "model stop_reason=refusal")
+            if reason in ("max_tokens", "context_window"):
                 run.messages.append(_unanswered(calls, _CUT))
-                if reason == "refusal":
-                    return self._finish(run, "refused", "model stop_reason=refusal")
                 continue
             results, pending = self._act(run, calls)
             if pending:
@@ -381,16 +272,14 @@ class ReActLoop:
         if len(calls) == 1:  # the common case: one call runs inline, without lists or a pool
             o = self._run_call(run, calls[0])
             return [ToolResult(calls[0].id, o.content, o.is_error)]
-        if len(calls) <= 1:  # no call to run: all were denied or wait for approval
-            outcomes = [self._run_call(run, c) for c in calls]
-        else:
-            workers = min(len(calls), self.max_parallel_tools)
-            with ThreadPoolExecutor(workers, thread_name_prefix="agentloops-react") as pool:
-                futures = [
-                    pool.submit(contextvars.copy_context().run, self._run_call, run, c)
-                    for c in calls
-                ]
-                outcomes = [f.result() for f in futures]
+        if not calls:  # all were denied or wait for approval
+            return []
+        workers = min(len(calls), self.max_parallel_tools)
+        with ThreadPoolExecutor(workers, thread_name_prefix="agentloops-react") as pool:
+            futures = [
+                pool.submit(contextvars.copy_context().run, self._run_call, run, c) for c in calls
+            ]
+            outcomes = [f.result() for f in futures]
         return [
             ToolResult(c.id, o.content, o.is_error) for c, o in zip(calls, outcomes, strict=True)
         ]
@@ -413,34 +302,16 @@ class ReActLoop:
         return outcome
 
     def _call_model(self, run: _Run, request: ModelRequest) -> ModelResponse:
-        sink = self.on_event
-        if sink is not None:
-            sink(
-                ModelCallStarted(
-                    loop="react", run_id=run.run_id, step=run.steps, messages=len(run.messages)
-                )
-            )
-            start = time.perf_counter()
         try:
-            response = self.model.complete(request)
+            response = complete_with_events(
+                self.model, request, self.on_event, "react", run.run_id, run.steps
+            )
         except AgentLoopsError as exc:
             if exc.result is None:
                 exc.result = self._result(run, "error", f"model call failed: {exc}")
             raise
         run.model_calls += 1
         run.usage = run.usage + response.usage
-        if sink is not None:
-            sink(
-                ModelCallFinished(
-                    loop="react",
-                    run_id=run.run_id,
-                    step=run.steps,
-                    stop_reason=response.stop_reason,
-                    usage=response.usage,
-                    model=response.model,
-                    seconds=time.perf_counter() - start,
-                )
-            )
         return response
 
     def _at_limit(self, run: _Run, specs: list[Any]) -> ReActResult:

@@ -220,6 +220,7 @@ def test_refusal_with_tool_calls_runs_nothing_and_stays_valid(add, counter):
     model = ScriptedModel([use_tools(("add", {"a": 1, "b": 1}), stop_reason="refusal")])
     result = ReActLoop(model, [add]).run("q")
     assert result.stop_reason == "refused" and counter.calls == [] and result.tool_calls == 0
+    assert "refusal" in result.messages[-1].tool_results[0].content
     validate_transcript(result.messages)
 
 
@@ -365,3 +366,11 @@ def test_function_model_sees_each_request(add):
     result = ReActLoop(FunctionModel(brain), [add]).run("q")
     assert result.answer == "result was 42"
     assert isinstance(result.messages[-1].content[0], Text)
+
+
+def test_a_state_whose_pending_calls_are_not_in_the_last_turn_is_rejected(add):
+    model = ScriptedModel([use_tools(("add", {"a": 1, "b": 1})), "2"])
+    state = ReActLoop(model, [add]).run("q").to_state()
+    state["pending_approvals"] = ["no-such-call"]
+    with pytest.raises(ValueError, match="pending approvals"):
+        ReActResult.from_state(state)

@@ -236,6 +236,10 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     return "\n".join(summary).strip(), params
 
 
+_encode = json.JSONEncoder(ensure_ascii=False, default=str).encode
+"""One encoder for every tool output (json.dumps with options builds a new one per call)."""
+
+
 def _to_text(value: Any) -> str:
     if isinstance(value, str):
         return value
@@ -245,7 +249,7 @@ def _to_text(value: Any) -> str:
         return value.model_dump_json()
     if isinstance(value, dict | list | tuple | int | float | bool):
         try:
-            return json.dumps(value, ensure_ascii=False, default=str)
+            return _encode(value)
         except ValueError:  # a circular structure
             pass
     return str(value)

@@ -6,6 +6,7 @@ Validation reports every problem at once, so one re-plan can fix them all.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import pydantic
@@ -13,7 +14,7 @@ import pydantic
 from agentloops._placeholders import STEP_ID, masked_errors, references
 from agentloops._scheduler import cycles
 from agentloops.errors import PlanValidationError
-from agentloops.tools import ToolRegistry
+from agentloops.tools import Tool, ToolRegistry
 
 
 class ReWOOPlanStep(pydantic.BaseModel):
@@ -40,12 +41,32 @@ class ReWOOPlan(pydantic.BaseModel):
     steps: list[ReWOOPlanStep]
 
 
-def validate_plan(plan: ReWOOPlan, registry: ToolRegistry, *, max_steps: int = 20) -> None:
+def validate_plan(
+    plan: ReWOOPlan | dict[str, Any],
+    registry: ToolRegistry | Iterable[Tool | Callable[..., Any]],
+    *,
+    max_steps: int = 20,
+) -> None:
     """Check a plan before anything runs; report every problem at once.
 
+    `plan` may be a `ReWOOPlan` or its JSON-like dict; `registry` a `ToolRegistry` or
+    the tools themselves.
+
     Raises:
-        PlanValidationError: `.problems` lists each problem, naming the steps involved.
+        PlanValidationError: `.problems` lists each problem, naming the steps involved
+            (a dict that does not even match the plan schema is one problem per field).
     """
+    if not isinstance(plan, ReWOOPlan):
+        try:
+            plan = ReWOOPlan.model_validate(plan)
+        except pydantic.ValidationError as exc:
+            problems = [
+                f"{'.'.join(str(p) for p in e['loc']) or 'plan'}: {e['msg']}"
+                for e in exc.errors(include_url=False)
+            ]
+            raise PlanValidationError(problems) from exc
+    if not isinstance(registry, ToolRegistry):
+        registry = ToolRegistry(registry)
     problems = plan_problems(plan, registry, max_steps)
     if problems:
         raise PlanValidationError(problems, plan=plan)

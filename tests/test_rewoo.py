@@ -1038,3 +1038,19 @@ def test_a_tool_that_cannot_travel_to_a_process_pool_is_named_before_any_call() 
         with pytest.raises(ConfigurationError, match="tool 'guarded' cannot be pickled"):
             p.work(plan)
     assert not CALLS
+
+
+def test_validate_plan_takes_a_dict_and_plain_tools():
+    def lookup(q: str) -> str:
+        """Look it up."""
+        return q
+
+    plan = {
+        "steps": [
+            {"step_id": "#E1", "description": "d", "tool_name": "lookup", "tool_args": {"q": "x"}}
+        ]
+    }
+    validate_plan(plan, [lookup])
+    with pytest.raises(PlanValidationError) as info:
+        validate_plan({"steps": [{"step_id": "#E1"}]}, [lookup])
+    assert any("tool_name" in p for p in info.value.problems)

@@ -201,7 +201,9 @@ class PlanAndExecute:
             raise ConfigurationError(
                 f"run {run_id!r} waits for decisions on calls {pending}, got {got}"
             )
-        return self._drive(state, lambda: self.step_loop.resume(paused, decisions))
+        return self._drive(
+            state, lambda: self.step_loop.resume(paused, decisions, parent_run_id=run_id)
+        )
 
     def status(self, run_id: str) -> PlanExecuteResult:
         """The saved run as a result, without running anything (e.g. to show pending calls)."""
@@ -266,7 +268,8 @@ class PlanAndExecute:
         step = state.plan.steps[i]
         self._emit(state, StepStarted, step_id=str(step.step_number), description=step.description)
         prompt = step_prompt(state, i, self.max_digest_chars)
-        return self.step_loop.run(prompt, run_id=f"{state.run_id}.{step.step_number}")
+        step_run_id = f"{state.run_id}.{step.step_number}"
+        return self.step_loop.run(prompt, run_id=step_run_id, parent_run_id=state.run_id)
 
     def _review_due(self, state: RunState, i: int) -> bool:
         return self.replan and state.replans < self.max_replans and 0 <= state.reviewed + 1 < i

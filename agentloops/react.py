@@ -117,9 +117,16 @@ class ReActLoop:
         self._resumed: set[tuple[str, str]] = set()
         self._resume_lock = threading.Lock()
 
-    def run(self, task: str | Sequence[Message], *, run_id: str | None = None) -> ReActResult:
+    def run(
+        self,
+        task: str | Sequence[Message],
+        *,
+        run_id: str | None = None,
+        parent_run_id: str | None = None,
+    ) -> ReActResult:
         """Run until an answer or a stop. `task` is a question, or a transcript ending on a
-        user turn (for example an earlier result's `messages` plus a new question)."""
+        user turn (for example an earlier result's `messages` plus a new question).
+        `parent_run_id` names the run this one is part of (it goes on `RunStarted`)."""
         if isinstance(task, str):
             messages = [Message.user(task)]
         else:
@@ -129,10 +136,16 @@ class ReActLoop:
                 raise ConfigurationError("a transcript passed to run() must end on a user turn")
         run = _Run(messages=messages, run_id=run_id or os.urandom(6).hex())
         run.seen_ids.update(c.id for m in messages for c in m.tool_calls)
-        self._emit_start(run)
+        self._emit_start(run, parent_run_id)
         return self._loop(run)
 
-    def resume(self, result: ReActResult, decisions: dict[str, bool]) -> ReActResult:
+    def resume(
+        self,
+        result: ReActResult,
+        decisions: dict[str, bool],
+        *,
+        parent_run_id: str | None = None,
+    ) -> ReActResult:
         """Continue a run paused with `"approval_required"`.
 
         `decisions` maps each pending call id to True (run it, exactly as shown) or False
@@ -175,7 +188,7 @@ class ReActLoop:
             steps=result.steps,
         )
         run.seen_ids.update(c.id for m in run.messages for c in m.tool_calls)
-        self._emit_start(run)
+        self._emit_start(run, parent_run_id)
         approved = [c for c in pending.values() if decisions[c.id]]
         done = {r.call_id: r for r in result.held_results}
         done.update((r.call_id, r) for r in self._results(run, approved))
@@ -392,9 +405,9 @@ class ReActLoop:
             )
         return result
 
-    def _emit_start(self, run: _Run) -> None:
+    def _emit_start(self, run: _Run, parent_run_id: str | None) -> None:
         if self.on_event is not None:
-            self.on_event(RunStarted(loop="react", run_id=run.run_id))
+            self.on_event(RunStarted(loop="react", run_id=run.run_id, parent_run_id=parent_run_id))
 
 
 def _answer_reason(reason: str) -> ReActStopReason:

@@ -286,3 +286,18 @@ def test_a_run_finishing_ends_its_open_calls_and_stray_finishes_are_ignored(sink
     run, chat = one(exporter, "invoke_agent react"), one(exporter, "chat")
     assert chat.attributes["error.type"] == "unfinished"
     assert run.attributes["error.type"] == "error"
+
+
+def test_plan_and_execute_steps_hang_under_the_run_span(sink, exporter):
+    from agentloops import PlanAndExecute
+
+    plan = {"steps": [{"step_number": 1, "description": "Look up a", "tool_hint": "lookup"}]}
+    planner = ScriptedModel([respond_structured(plan), respond("report")])
+    executor = ScriptedModel([use_tools(("lookup", {"key": "a"})), respond("found a")])
+    PlanAndExecute(planner, [lookup], executor=executor, reporter=planner, on_event=sink).run(
+        "task", run_id="pe"
+    )
+    outer = one(exporter, "invoke_agent plan_execute")
+    step = one(exporter, "invoke_agent react")
+    assert step.parent is not None and step.parent.span_id == outer.context.span_id
+    assert parent_of(one(exporter, "execute_tool lookup")) == step.context.span_id

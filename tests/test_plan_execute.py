@@ -370,10 +370,8 @@ def test_events_frame_the_run_and_steps_pass_them_down() -> None:
     ]
     tool_runs = {e.run_id for e in events if isinstance(e, ToolCallFinished)}
     assert tool_runs == {"ev.1", "ev.2"}  # each step's ReAct loop has its own run id
-    assert {e.run_id for e in events if isinstance(e, RunStarted) and e.loop == "react"} == {
-        "ev.1",
-        "ev.2",
-    }
+    step_starts = [e for e in events if isinstance(e, RunStarted) and e.loop == "react"]
+    assert [(e.run_id, e.parent_run_id) for e in step_starts] == [("ev.1", "ev"), ("ev.2", "ev")]
     [finished] = [e for e in events if isinstance(e, RunFinished) and e.loop == "plan_execute"]
     assert (finished.stop_reason, finished.model_calls) == ("answered", 6)
 

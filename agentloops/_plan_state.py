@@ -11,14 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agentloops._plan_prompts import Plan, PlanRevision, PlanStep, plan_problems
-from agentloops.errors import (
-    ApprovalRequired,
-    CheckpointError,
-    ModelRefused,
-    OutputTruncated,
-    RunError,
-    TranscriptError,
-)
+from agentloops.errors import CheckpointError, TranscriptError, raise_for_stop
 from agentloops.messages import ToolCall, validate_transcript
 from agentloops.model import Usage
 from agentloops.react import ReActResult
@@ -27,11 +20,6 @@ STATE_FORMAT = 1
 """The version of the saved run state; a newer one is refused, never misread."""
 
 StepStatus = Literal["pending", "done", "incomplete", "paused"]
-_RAISES: dict[str, type[RunError]] = {
-    "approval_required": ApprovalRequired,
-    "refused": ModelRefused,
-    "max_tokens": OutputTruncated,
-}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,8 +35,8 @@ class PlanExecuteResult:
     model_calls: int
     run_id: str
     stop_reason: str
-    """"answered", "approval_required", "refused", "max_tokens" (the reporter's reply),
-    or "error" (on an exception's `.result`)."""
+    """"answered", "approval_required", "refused", "max_tokens", "context_window" (the
+    reporter's reply), or "error" (on an exception's `.result`)."""
     step_status: list[StepStatus] = field(default_factory=list)
     """Per step: "pending", "done", "incomplete" (stopped short, e.g. at its limit), "paused"."""
     tool_calls: int = 0
@@ -59,9 +47,7 @@ class PlanExecuteResult:
 
     def raise_for_stop(self) -> None:
         """Raise the matching `RunError` (with this result) unless the run answered."""
-        if self.stop_reason != "answered":
-            kind = _RAISES.get(self.stop_reason, RunError)
-            raise kind(self.detail or self.stop_reason, result=self)
+        raise_for_stop(self)
 
 
 @dataclass(kw_only=True)

@@ -6,15 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agentloops.errors import (
-    ApprovalRequired,
-    BudgetExceeded,
-    ModelRefused,
-    OutputTruncated,
-    RunError,
-    RunStalled,
-    StepLimitExceeded,
-)
+from agentloops.errors import raise_for_stop
 from agentloops.messages import Message, ToolCall, ToolResult, message_from_dict, message_to_dict
 from agentloops.model import Usage
 
@@ -29,17 +21,6 @@ ReActStopReason = Literal[
     "context_window",
     "error",
 ]
-
-_RAISES: dict[str, type[RunError]] = {
-    "max_steps": StepLimitExceeded,
-    "budget": BudgetExceeded,
-    "stalled": RunStalled,
-    "approval_required": ApprovalRequired,
-    "refused": ModelRefused,
-    "max_tokens": OutputTruncated,
-    "context_window": OutputTruncated,
-    "error": RunError,
-}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,8 +47,7 @@ class ReActResult:
 
     def raise_for_stop(self) -> None:
         """Raise the matching `RunError` (with this result) unless the run answered."""
-        if self.stop_reason != "answered":
-            raise _RAISES[self.stop_reason](self.detail or self.stop_reason, result=self)
+        raise_for_stop(self)
 
     def to_state(self) -> dict[str, Any]:
         """A JSON-ready dict; `ReActResult.from_state` rebuilds it (e.g. in another process)."""

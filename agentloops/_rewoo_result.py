@@ -1,4 +1,4 @@
-"""What a ReWOO run returns, and how its stop reasons map to errors."""
+"""What a ReWOO run returns."""
 
 from __future__ import annotations
 
@@ -6,24 +6,13 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from agentloops._rewoo_plan import ReWOOPlan
-from agentloops.errors import ModelRefused, OutputTruncated, RunError, ToolStepFailed
+from agentloops.errors import raise_for_stop
 from agentloops.model import Usage
 from agentloops.tools import ToolOutcome
 
 ReWOOStopReason = Literal[
     "answered", "refused", "max_tokens", "context_window", "invalid_plan", "tool_failed", "error"
 ]
-SOLVER_STOPS: dict[str, ReWOOStopReason] = {
-    "refusal": "refused",
-    "max_tokens": "max_tokens",
-    "context_window": "context_window",
-}
-_RAISES: dict[str, type[RunError]] = {
-    "refused": ModelRefused,
-    "max_tokens": OutputTruncated,
-    "context_window": OutputTruncated,
-    "tool_failed": ToolStepFailed,
-}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,6 +41,4 @@ class ReWOOResult:
 
     def raise_for_stop(self) -> None:
         """Raise the matching `RunError` (with this result) unless the run answered."""
-        if self.stop_reason != "answered":
-            error = _RAISES.get(self.stop_reason, RunError)
-            raise error(self.detail or self.stop_reason, result=self)
+        raise_for_stop(self)

@@ -118,3 +118,23 @@ class ApprovalRequired(RunError):
 
 class ToolStepFailed(RunError):
     """A tool step failed and the run was configured to abort on tool errors."""
+
+
+STOP_ERRORS: dict[str, type[RunError]] = {
+    "max_steps": StepLimitExceeded,
+    "budget": BudgetExceeded,
+    "stalled": RunStalled,
+    "approval_required": ApprovalRequired,
+    "refused": ModelRefused,
+    "max_tokens": OutputTruncated,
+    "context_window": OutputTruncated,
+    "tool_failed": ToolStepFailed,
+}
+"""The error each loop's `raise_for_stop` raises per `stop_reason` (others: `RunError`)."""
+
+
+def raise_for_stop(result: Any) -> None:
+    """Raise the `RunError` matching `result.stop_reason`, carrying `result`, unless it answered."""
+    if result.stop_reason != "answered":
+        error = STOP_ERRORS.get(result.stop_reason, RunError)
+        raise error(result.detail or result.stop_reason, result=result)

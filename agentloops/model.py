@@ -22,6 +22,20 @@ StopReason = Literal[
 ]
 
 
+AnswerStop = Literal["answered", "refused", "max_tokens", "context_window"]
+
+
+def answer_stop(stop_reason: str) -> AnswerStop:
+    """How a run ended when the model's final answer stopped with `stop_reason`."""
+    if stop_reason == "refusal":
+        return "refused"
+    if stop_reason == "max_tokens":
+        return "max_tokens"
+    if stop_reason == "context_window":
+        return "context_window"
+    return "answered"
+
+
 @dataclass(frozen=True, slots=True)
 class Usage:
     """Token counts. `input_tokens` is uncached input only; the cache counts are separate."""

@@ -50,13 +50,12 @@ from agentloops.events import (
 )
 from agentloops.events import complete_with_events as complete
 from agentloops.messages import Message
-from agentloops.model import ModelClient, ModelRequest
+from agentloops.model import ModelClient, ModelRequest, answer_stop
 from agentloops.react import ReActLoop, ReActResult
 from agentloops.structured import ask_structured
 from agentloops.tools import ApprovalPolicy, Tool, ToolRegistry
 
 _LOOP = "plan_execute"
-_REPORT_STOPS = {"refusal": "refused", "max_tokens": "max_tokens"}
 T = TypeVar("T", bound=pydantic.BaseModel)
 
 __all__ = [
@@ -294,7 +293,7 @@ class PlanAndExecute:
         )
         state.spend(response.usage, 1)
         state.answer = response.message.text
-        state.stop_reason = _REPORT_STOPS.get(response.stop_reason, "answered")
+        state.stop_reason = answer_stop(response.stop_reason)
         state.detail = f"reporter stop_reason={response.stop_reason}"
 
     # -- plumbing ------------------------------------------------------------------

@@ -29,7 +29,7 @@ from agentloops.events import (
     complete_with_events,
 )
 from agentloops.messages import Message, Text, ToolCall, ToolResult, validate_transcript
-from agentloops.model import ModelClient, ModelRequest, ModelResponse, Usage
+from agentloops.model import ModelClient, ModelRequest, ModelResponse, Usage, answer_stop
 from agentloops.tools import ApprovalPolicy, Tool, ToolOutcome, ToolRegistry
 
 __all__ = ["ReActLoop", "ReActResult", "ReActStopReason"]
@@ -228,7 +228,7 @@ class ReActLoop:
                 run.messages.append(message)
                 if reason == "pause_turn":
                     continue  # the provider paused a long turn; sending it back continues it
-                return self._finish(run, _answer_reason(reason), f"model stop_reason={reason}")
+                return self._finish(run, answer_stop(reason), f"model stop_reason={reason}")
             message, calls = _unique_ids(run, message, calls)
             run.messages.append(message)
             if reason == "refusal":
@@ -408,14 +408,6 @@ class ReActLoop:
     def _emit_start(self, run: _Run, parent_run_id: str | None) -> None:
         if self.on_event is not None:
             self.on_event(RunStarted(loop="react", run_id=run.run_id, parent_run_id=parent_run_id))
-
-
-def _answer_reason(reason: str) -> ReActStopReason:
-    if reason == "refusal":
-        return "refused"
-    if reason in ("max_tokens", "context_window"):
-        return reason  # type: ignore[return-value]
-    return "answered"
 
 
 def _unanswered(calls: list[ToolCall], why: str) -> Message:

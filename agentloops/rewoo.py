@@ -23,7 +23,7 @@ from agentloops._rewoo_prompts import (
     planner_system,
     solver_prompt,
 )
-from agentloops._rewoo_result import SOLVER_STOPS, ReWOOResult, ReWOOStopReason
+from agentloops._rewoo_result import ReWOOResult, ReWOOStopReason
 from agentloops._rewoo_worker import Work, work_plan
 from agentloops.errors import (
     AgentLoopsError,
@@ -41,7 +41,7 @@ from agentloops.events import (
     complete_with_events,
 )
 from agentloops.messages import Message
-from agentloops.model import ModelClient, ModelRequest, Usage
+from agentloops.model import ModelClient, ModelRequest, Usage, answer_stop
 from agentloops.structured import ask_structured
 from agentloops.tools import Tool, ToolOutcome, ToolRegistry
 
@@ -227,7 +227,7 @@ class ReWOOPipeline:
                 exc.result = self._result(run, "", _stop_reason(exc), str(exc))
             self._finished(run, exc.result.stop_reason)
             raise
-        reason = SOLVER_STOPS.get(solver_stop, "answered")
+        reason: ReWOOStopReason = answer_stop(solver_stop)
         detail = "" if reason == "answered" else f"solver stop_reason={solver_stop}"
         result = self._result(run, answer, reason, detail)
         self._finished(run, reason)

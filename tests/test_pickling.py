@@ -9,6 +9,7 @@ from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from _dask_helpers import locked_bump  # the one lock-holding tool both test files use
 
 from agentloops import ConfigurationError, Tool, ToolRegistry, tool
 from agentloops._pickling import ensure_picklable, pickler_for
@@ -18,18 +19,6 @@ from agentloops._pickling import ensure_picklable, pickler_for
 def shout(text: str) -> str:
     """Upper-case a text."""
     return text.upper()
-
-
-class Counter:
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.n = 0
-
-    def bump(self) -> int:
-        """Count one more."""
-        with self.lock:
-            self.n += 1
-            return self.n
 
 
 def run(task: str, tools: list[Tool]) -> str:
@@ -46,7 +35,7 @@ def _locked_closure() -> Any:
     return guarded
 
 
-bump = Tool.from_function(Counter().bump)
+bump = locked_bump  # a tool whose state holds a lock, which no process can receive
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ from agentloops import (
     ModelError,
     ModelOutputError,
     ModelRefused,
+    OutputTruncated,
     Plan,
     PlanAndExecute,
     PlanMade,
@@ -393,13 +394,23 @@ def test_events_serialise_to_jsonl(tmp_path: Path) -> None:
     assert lines[-1]["loop"] == "plan_execute"
 
 
-def test_a_refused_report_is_not_an_answer() -> None:
-    model = ScriptedModel([plan_of("one"), "x", respond("I can't.", stop_reason="refusal")])
+@pytest.mark.parametrize(
+    ("model_stop", "run_stop", "error"),
+    [
+        ("refusal", "refused", ModelRefused),
+        ("max_tokens", "max_tokens", OutputTruncated),
+        ("context_window", "context_window", OutputTruncated),
+    ],
+)
+def test_a_report_that_stops_short_is_not_an_answer(
+    model_stop: Any, run_stop: str, error: type[Exception]
+) -> None:
+    model = ScriptedModel([plan_of("one"), "x", respond("I can't.", stop_reason=model_stop)])
     result = PlanAndExecute(model).run("t")
-    assert result.stop_reason == "refused"
-    with pytest.raises(ModelRefused, match="refusal") as caught:
+    assert result.stop_reason == run_stop
+    with pytest.raises(error, match=model_stop) as caught:
         result.raise_for_stop()
-    assert caught.value.result is result
+    assert caught.value.result is result  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(

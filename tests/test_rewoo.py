@@ -947,7 +947,11 @@ def test_plan_alone_returns_a_validated_plan() -> None:
 
 @pytest.mark.parametrize(
     ("stop_reason", "expected", "error"),
-    [("refusal", "refused", ModelRefused), ("max_tokens", "max_tokens", OutputTruncated)],
+    [
+        ("refusal", "refused", ModelRefused),
+        ("max_tokens", "max_tokens", OutputTruncated),
+        ("context_window", "context_window", OutputTruncated),
+    ],
 )
 def test_a_solver_that_stops_short_is_reported(
     stop_reason: Any, expected: str, error: type[Exception]

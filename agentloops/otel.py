@@ -33,9 +33,8 @@ from agentloops.events import (
 )
 from agentloops.model import Usage
 
-_FAILED_RUNS = frozenset(
-    {"error", "max_steps", "budget", "stalled", "refused", "max_tokens", "context_window"}
-)
+_OK_RUNS = frozenset({"answered", "approval_required"})
+"""Every other stop reason (any loop's) marks the run span as an error."""
 
 
 class OTelSink:
@@ -110,7 +109,7 @@ class OTelSink:
         span.set_attribute("agentloops.stop_reason", event.stop_reason)
         span.set_attribute("agentloops.model_calls", event.model_calls)
         _set_usage(span, event.usage)
-        _end(span, event.stop_reason if event.stop_reason in _FAILED_RUNS else None)
+        _end(span, None if event.stop_reason in _OK_RUNS else event.stop_reason)
 
     # -- model calls, tool calls and steps -----------------------------------------
 

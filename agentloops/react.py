@@ -9,6 +9,7 @@ tool call needs a human.
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import os
 import threading
 import time
@@ -49,10 +50,13 @@ class _Run:
     model_calls: int = 0
     tool_calls: int = 0
     steps: int = 0
-    seen_ids: set[str] = field(default_factory=set)
+    seen_ids: set[str] = field(init=False)
     last_turn: Any = None
     repeats: int = 0
     started: float = field(default_factory=time.perf_counter)
+
+    def __post_init__(self) -> None:
+        self.seen_ids = {c.id for m in self.messages for c in m.tool_calls}
 
 
 class ReActLoop:
@@ -135,9 +139,8 @@ class ReActLoop:
             if messages[-1].role != "user":
                 raise ConfigurationError("a transcript passed to run() must end on a user turn")
         run = _Run(messages=messages, run_id=run_id or os.urandom(6).hex())
-        run.seen_ids.update(c.id for m in messages for c in m.tool_calls)
         self._emit_start(run, parent_run_id)
-        return self._loop(run)
+        return self._guarded(run, lambda: self._loop(run))
 
     def resume(
         self,
@@ -174,6 +177,8 @@ class ReActLoop:
         shown = {c.id: c for c in turn.tool_calls}
         if any(shown.get(i) != c for i, c in pending.items()):
             raise ConfigurationError("pending calls do not match the transcript's last turn")
+        if set(shown) != set(pending) | {r.call_id for r in result.held_results}:
+            raise ConfigurationError("the paused turn has calls that are neither held nor pending")
         key = (result.run_id, ",".join(sorted(pending)))
         with self._resume_lock:
             if key in self._resumed:
@@ -187,21 +192,29 @@ class ReActLoop:
             tool_calls=result.tool_calls,
             steps=result.steps,
         )
-        run.seen_ids.update(c.id for m in run.messages for c in m.tool_calls)
         self._emit_start(run, parent_run_id)
-        approved = [c for c in pending.values() if decisions[c.id]]
-        done = {r.call_id: r for r in result.held_results}
-        done.update((r.call_id, r) for r in self._results(run, approved))
-        for c in pending.values():
-            if not decisions[c.id]:
-                done[c.id] = ToolResult(c.id, _DENIED, True)
-        results = [done[c.id] for c in turn.tool_calls]
-        run.messages.append(Message("user", tuple(results)))
-        if self._stalled(run, turn.tool_calls, results):
-            return self._finish(run, "stalled", self._stall_detail())
-        return self._loop(run)
+
+        def finish_turn() -> ReActResult:
+            decided, _ = self._act(run, list(pending.values()), lambda c: _verdict(decisions[c.id]))
+            done = {r.call_id: r for r in (*result.held_results, *decided)}
+            results = [done[c.id] for c in turn.tool_calls]
+            run.messages.append(Message("user", tuple(results)))
+            self._stalled(run, turn.tool_calls, results)  # counts from here: a pause resets it
+            return self._loop(run)
+
+        return self._guarded(run, finish_turn)
 
     # -- the loop ------------------------------------------------------------------
+
+    def _guarded(self, run: _Run, body: Callable[[], ReActResult]) -> ReActResult:
+        """Run `body`; a failure carries the partial result and still ends the run's events."""
+        try:
+            return body()
+        except AgentLoopsError as exc:
+            partial = self._finish(run, "error", f"{type(exc).__name__}: {exc}")
+            if exc.result is None:
+                exc.result = partial
+            raise
 
     def _loop(self, run: _Run) -> ReActResult:
         specs = self.tools.specs()
@@ -209,7 +222,7 @@ class ReActLoop:
         request = ModelRequest(self.system, run.messages, specs, "auto", self.max_tokens)
         while True:
             if run.steps >= self.max_steps:
-                return self._at_limit(run, specs)
+                return self._at_limit(run, request)
             if (
                 self.max_total_tokens is not None
                 and run.usage.total_tokens >= self.max_total_tokens
@@ -244,11 +257,18 @@ class ReActLoop:
             if self._stalled(run, calls, results):
                 return self._finish(run, "stalled", self._stall_detail())
 
-    def _act(self, run: _Run, calls: list[ToolCall]) -> tuple[list[ToolResult], list[ToolCall]]:
+    def _act(
+        self,
+        run: _Run,
+        calls: list[ToolCall],
+        decide: Callable[[ToolCall], str] | None = None,
+    ) -> tuple[list[ToolResult], list[ToolCall]]:
         """Results for the calls decided now, and the calls that wait for a human."""
-        if not self._needs_policy(calls):
-            return self._results(run, calls), []
-        decisions = {c.id: self._decide(c) for c in calls}
+        if decide is None:
+            if not self._needs_policy(calls):
+                return self._results(run, calls), []
+            decide = self._decide
+        decisions = {c.id: decide(c) for c in calls}
         ran = {
             r.call_id: r
             for r in self._results(run, [c for c in calls if decisions[c.id] == "allow"])
@@ -315,26 +335,23 @@ class ReActLoop:
         return outcome
 
     def _call_model(self, run: _Run, request: ModelRequest) -> ModelResponse:
-        try:
-            response = complete_with_events(
-                self.model, request, self.on_event, "react", run.run_id, run.steps
-            )
-        except AgentLoopsError as exc:
-            if exc.result is None:
-                exc.result = self._result(run, "error", f"model call failed: {exc}")
-            raise
+        response = complete_with_events(
+            self.model, request, self.on_event, "react", run.run_id, run.steps
+        )
         run.model_calls += 1
         run.usage = run.usage + response.usage
         return response
 
-    def _at_limit(self, run: _Run, specs: list[Any]) -> ReActResult:
+    def _at_limit(self, run: _Run, request: ModelRequest) -> ReActResult:
         detail = f"max_steps={self.max_steps} reached after {run.steps} steps"
         if not self.answer_at_limit:
             return self._finish(run, "max_steps", detail)
         last = run.messages[-1]
-        run.messages[-1] = Message("user", (*last.content, Text(_FINAL)))
-        final = ModelRequest(self.system, run.messages, specs, "none", self.max_tokens)
-        response = self._call_model(run, final)
+        if last.role == "user":  # the note goes after the tool results, in the same turn
+            run.messages[-1] = Message("user", (*last.content, Text(_FINAL)))
+        else:  # the limit came right after a paused (pause_turn) assistant turn
+            run.messages.append(Message.user(_FINAL))
+        response = self._call_model(run, dataclasses.replace(request, tool_choice="none"))
         run.messages.append(response.message)
         if response.message.tool_calls:  # a server that ignores tool_choice="none"
             run.messages.append(_unanswered(response.message.tool_calls, _NO_TOOLS))
@@ -408,6 +425,10 @@ class ReActLoop:
     def _emit_start(self, run: _Run, parent_run_id: str | None) -> None:
         if self.on_event is not None:
             self.on_event(RunStarted(loop="react", run_id=run.run_id, parent_run_id=parent_run_id))
+
+
+def _verdict(approved: bool) -> str:
+    return "allow" if approved else "deny"
 
 
 def _unanswered(calls: list[ToolCall], why: str) -> Message:

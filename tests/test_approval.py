@@ -164,9 +164,27 @@ def test_a_policy_cannot_downgrade_requires_approval(decision: str, stop: str) -
 def test_a_policy_answer_outside_allow_deny_ask_is_a_configuration_error() -> None:
     tools, _ = make_tools()
     model = ScriptedModel([use_tools(("lookup", {"key": "k"}))])
-    loop = ReActLoop(model, tools, approval=lambda call: "yes")  # type: ignore[arg-type,return-value]
-    with pytest.raises(ConfigurationError, match="'yes'"):
+    events: list[object] = []
+    loop = ReActLoop(model, tools, approval=lambda call: "yes", on_event=events.append)  # type: ignore[arg-type,return-value]
+    with pytest.raises(ConfigurationError, match="'yes'") as caught:
         loop.run("Look k up.")
+    # Raised mid-run: the error carries what was done, and the run's events are closed.
+    partial = caught.value.result
+    assert isinstance(partial, ReActResult)
+    assert (partial.stop_reason, partial.model_calls) == ("error", 1)
+    assert type(events[-1]).__name__ == "RunFinished" and events[-1].stop_reason == "error"  # type: ignore[attr-defined]
+
+
+def test_a_paused_turn_whose_other_results_went_missing_is_refused() -> None:
+    tools, ran = make_tools()
+    model = ScriptedModel([use_tools(("lookup", {"key": "a"}), ("send", {"to": "a", "body": "x"}))])
+    loop = ReActLoop(model, tools)
+    state = loop.run("go").to_state()
+    state["held_results"] = []  # e.g. a hand-edited or truncated checkpoint
+    paused = ReActResult.from_state(state)
+    with pytest.raises(ConfigurationError, match="neither held nor pending"):
+        loop.resume(paused, {paused.pending_approvals[0].id: True})
+    assert ran["send"] == []
 
 
 @pytest.mark.parametrize(

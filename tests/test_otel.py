@@ -194,12 +194,38 @@ def test_no_argument_output_or_secret_reaches_a_span(sink, exporter):
     assert CANARY not in dumped
 
 
-def test_a_run_that_raised_is_ended_by_close(exporter):
+def test_a_run_that_raised_ends_as_an_error_span(sink, exporter):
+    with pytest.raises(ModelError):
+        ReActLoop(ScriptedModel([ModelError("down")]), [], on_event=sink).run("x")
+    run, chat = one(exporter, "invoke_agent react"), one(exporter, "chat")
+    assert run.attributes["error.type"] == "error"
+    assert chat.attributes["error.type"] == "unfinished"
+
+
+@pytest.mark.parametrize("stop_reason", ["tool_failed", "invalid_plan", "max_steps"])
+def test_any_stop_but_an_answer_or_a_pause_is_an_error_span(sink, exporter, stop_reason):
+    sink(RunStarted(loop="rewoo", run_id="r"))
+    sink(
+        RunFinished(
+            loop="rewoo",
+            run_id="r",
+            stop_reason=stop_reason,
+            usage=Usage(),
+            model_calls=1,
+            seconds=0,
+        )
+    )
+    span = one(exporter, "invoke_agent rewoo")
+    assert span.status.status_code == StatusCode.ERROR
+    assert span.attributes["error.type"] == stop_reason
+
+
+def test_spans_left_open_are_ended_by_close(exporter):
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     sink = OTelSink(provider.get_tracer("test"))
-    with pytest.raises(ModelError):
-        ReActLoop(ScriptedModel([ModelError("down")]), [], on_event=sink).run("x")
+    sink(RunStarted(loop="react", run_id="r"))  # a run whose process never reported its end
+    sink(ModelCallStarted(loop="react", run_id="r", step=0, messages=1))
     assert exporter.get_finished_spans() == ()
     sink.close()
     run, chat = one(exporter, "invoke_agent react"), one(exporter, "chat")

@@ -243,6 +243,15 @@ def test_truncated_answer_is_reported(reason):
         result.raise_for_stop()
 
 
+def test_answer_at_limit_right_after_a_paused_turn_adds_its_own_user_turn():
+    model = ScriptedModel([respond("Searching...", stop_reason="pause_turn"), "Best guess."])
+    result = ReActLoop(model, [], max_steps=1, answer_at_limit=True).run("q")
+    assert (result.stop_reason, result.answer) == ("max_steps", "Best guess.")
+    final = model.requests[-1].messages
+    assert [m.role for m in final] == ["user", "assistant", "user"]
+    assert final[1].text == "Searching..." and "step limit" in final[2].text
+
+
 def test_pause_turn_is_sent_back_to_continue():
     model = ScriptedModel([respond("Searching...", stop_reason="pause_turn"), "Found it."])
     result = ReActLoop(model, []).run("q")

@@ -37,6 +37,16 @@ class ConfigurationError(AgentLoopsError, ValueError):
     """The caller's mistake: a bad limit, a duplicate tool, an unknown call id."""
 
 
+def check_limits(**limits: tuple[int | None, int]) -> None:
+    """Raise `ConfigurationError` for the first `name=(value, least)` with `value < least`.
+
+    A `None` value means "no limit" and passes.
+    """
+    for name, (value, least) in limits.items():
+        if value is not None and value < least:
+            raise ConfigurationError(f"{name} must be >= {least}, got {value}")
+
+
 class ModelError(AgentLoopsError):
     """The model provider failed after its own retries. The cause is chained."""
 

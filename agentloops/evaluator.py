@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import pydantic
 
+from agentloops.errors import check_limits
 from agentloops.events import EventSink
 from agentloops.model import ModelClient, Usage
 from agentloops.structured import ask_structured
@@ -105,6 +106,7 @@ class Evaluator:
         max_retries: int = 2,
         on_event: EventSink | None = None,
     ):
+        check_limits(max_retries=(max_retries, 0))
         self.model = model
         self.criteria = criteria
         self.system = system

@@ -37,6 +37,7 @@ from agentloops.errors import (
     ConfigurationError,
     ModelOutputError,
     PlanValidationError,
+    check_limits,
 )
 from agentloops.events import (
     Event,
@@ -122,15 +123,13 @@ class PlanAndExecute:
         reporter_system: str = REPORTER_SYSTEM,
         replanner_system: str = REPLANNER_SYSTEM,
     ):
-        for name, value, low in (
-            ("max_plan_steps", max_plan_steps, 1),
-            ("max_step_iterations", max_step_iterations, 1),
-            ("max_replans", max_replans, 0),
-            ("max_retries", max_retries, 0),
-            ("max_digest_chars", max_digest_chars, 100),
-        ):
-            if value < low:
-                raise ConfigurationError(f"{name} must be >= {low}, got {value}")
+        check_limits(
+            max_plan_steps=(max_plan_steps, 1),
+            max_step_iterations=(max_step_iterations, 1),
+            max_replans=(max_replans, 0),
+            max_retries=(max_retries, 0),
+            max_digest_chars=(max_digest_chars, 100),
+        )
         self.planner = planner
         self.executor = executor if executor is not None else planner
         self.reporter = reporter if reporter is not None else planner

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentloops._react_result import ReActResult, ReActStopReason
-from agentloops.errors import AgentLoopsError, ConfigurationError
+from agentloops.errors import AgentLoopsError, ConfigurationError, check_limits
 from agentloops.events import (
     ApprovalRequested,
     EventSink,
@@ -99,14 +99,12 @@ class ReActLoop:
         approval: ApprovalPolicy | None = None,
         on_event: EventSink | None = None,
     ):
-        if max_steps < 1:
-            raise ConfigurationError(f"max_steps must be >= 1, got {max_steps}")
-        if max_parallel_tools < 1:
-            raise ConfigurationError(f"max_parallel_tools must be >= 1, got {max_parallel_tools}")
-        if max_total_tokens is not None and max_total_tokens < 1:
-            raise ConfigurationError(f"max_total_tokens must be >= 1, got {max_total_tokens}")
-        if max_repeats is not None and max_repeats < 2:
-            raise ConfigurationError(f"max_repeats must be >= 2 or None, got {max_repeats}")
+        check_limits(
+            max_steps=(max_steps, 1),
+            max_parallel_tools=(max_parallel_tools, 1),
+            max_total_tokens=(max_total_tokens, 1),
+            max_repeats=(max_repeats, 2),
+        )
         self.model = model
         self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
         self.system = system

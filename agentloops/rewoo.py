@@ -31,6 +31,7 @@ from agentloops.errors import (
     ModelOutputError,
     PlanValidationError,
     ToolStepFailed,
+    check_limits,
 )
 from agentloops.events import (
     EventSink,
@@ -132,11 +133,13 @@ class ReWOOPipeline:
         max_tokens: int | None = None,
         on_event: EventSink | None = None,
     ):
-        minimums = {"max_workers": (max_workers, 1), "max_plan_steps": (max_plan_steps, 1)}
-        minimums.update(max_replans=(max_replans, 0), max_evidence_chars=(max_evidence_chars, 100))
-        for name, (value, least) in minimums.items():
-            if value < least:
-                raise ConfigurationError(f"{name} must be >= {least}, got {value}")
+        check_limits(
+            max_workers=(max_workers, 1),
+            max_plan_steps=(max_plan_steps, 1),
+            max_replans=(max_replans, 0),
+            max_retries=(max_retries, 0),
+            max_evidence_chars=(max_evidence_chars, 100),
+        )
         if on_tool_error not in ("evidence", "abort"):
             raise ConfigurationError(
                 f"on_tool_error must be 'evidence' or 'abort', got {on_tool_error!r}"

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import pydantic
 
-from agentloops.errors import ConfigurationError, ModelOutputError
+from agentloops.errors import ConfigurationError, ModelOutputError, check_limits
 from agentloops.events import EventSink
 from agentloops.model import ModelClient, Usage
 from agentloops.structured import ask_structured
@@ -72,6 +72,7 @@ class Router:
         max_retries: int = 1,
         on_event: EventSink | None = None,
     ):
+        check_limits(max_retries=(max_retries, 0))
         if not routes:
             raise ConfigurationError("routes must name at least one route")
         if default not in routes:

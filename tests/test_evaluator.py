@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from agentloops import Evaluator, ModelOutputError, Usage, Verdict
+from agentloops import ConfigurationError, Evaluator, ModelOutputError, Usage, Verdict
 from agentloops.evaluator import DEFAULT_CRITERIA, EVALUATOR_SYSTEM
 from agentloops.testing import ScriptedModel, respond_structured
 
@@ -99,3 +99,8 @@ def test_verdict_is_constructible_and_compares_on_its_vote() -> None:
     assert Verdict("pass") != "pass"
     with pytest.raises(ValueError):
         Verdict("great")
+
+
+def test_negative_retries_are_refused_at_construction() -> None:
+    with pytest.raises(ConfigurationError, match="max_retries must be >= 0, got -1"):
+        Evaluator(ScriptedModel([]), max_retries=-1)

@@ -336,16 +336,16 @@ def test_run_rejects_bad_transcripts(add):
 
 
 @pytest.mark.parametrize(
-    "kwargs",
+    ("kwargs", "message"),
     [
-        {"max_steps": 0},
-        {"max_parallel_tools": 0},
-        {"max_total_tokens": 0},
-        {"max_repeats": 1},
+        ({"max_steps": 0}, "max_steps must be >= 1, got 0"),
+        ({"max_parallel_tools": 0}, "max_parallel_tools must be >= 1, got 0"),
+        ({"max_total_tokens": 0}, "max_total_tokens must be >= 1, got 0"),
+        ({"max_repeats": 1}, "max_repeats must be >= 2, got 1"),
     ],
 )
-def test_configuration_errors(kwargs):
-    with pytest.raises(ConfigurationError):
+def test_configuration_errors(kwargs, message):
+    with pytest.raises(ConfigurationError, match=message):
         ReActLoop(ScriptedModel([]), [], **kwargs)
 
 

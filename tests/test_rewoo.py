@@ -982,6 +982,7 @@ def test_a_solver_error_keeps_the_evidence() -> None:
         ({"max_plan_steps": 0}, "max_plan_steps must be >= 1, got 0"),
         ({"max_replans": -1}, "max_replans must be >= 0, got -1"),
         ({"max_evidence_chars": 10}, "max_evidence_chars must be >= 100, got 10"),
+        ({"max_retries": -1}, "max_retries must be >= 0, got -1"),
         ({"on_tool_error": "ignore"}, "on_tool_error must be 'evidence' or 'abort'"),
         ({"executor": object()}, "executor must be a concurrent.futures.Executor"),
     ],

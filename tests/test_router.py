@@ -92,3 +92,8 @@ def test_a_provider_failure_is_not_hidden() -> None:
 def test_bad_configuration(routes: dict[str, str], default: str, message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):
         Router(ScriptedModel([]), routes, default=default)
+
+
+def test_negative_retries_are_refused_at_construction() -> None:
+    with pytest.raises(ConfigurationError, match="max_retries must be >= 0, got -1"):
+        Router(ScriptedModel([]), ROUTES, default="chat", max_retries=-1)

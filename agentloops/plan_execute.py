@@ -89,7 +89,8 @@ class PlanAndExecute:
         max_replans: how many revisions (and rejected plans) are allowed in a run.
         checkpointer: saves the run after the plan and after every finished step, so
             `resume(run_id)` continues it, in this process or another. Without one,
-            runs are kept in memory only until they finish.
+            runs are kept in memory until they finish: a paused or failed run can
+            still be resumed in this process.
         approval: a policy for tool calls in the steps (see `ReActLoop`).
         on_event: receives this run's events and those of each step's ReAct loop.
         max_retries: retries for the planner's and replanner's structured output.
@@ -214,7 +215,7 @@ class PlanAndExecute:
     ) -> PlanExecuteResult:
         started = time.perf_counter()
         self._emit(state, RunStarted)
-        with self._keep_partial(state):
+        with self._keep_partial(state, started):
             if not state.plan.steps:
                 self._make_plan(state)
             while (i := state.next_step()) is not None:
@@ -313,8 +314,11 @@ class PlanAndExecute:
         return reply.value
 
     @contextmanager
-    def _keep_partial(self, state: RunState) -> Iterator[None]:
-        """Attach what finished to a failure, so nothing done is lost with the exception."""
+    def _keep_partial(self, state: RunState, started: float) -> Iterator[None]:
+        """Attach what finished to a failure, so nothing done is lost with the exception.
+
+        The state stays saved (in memory too, without a checkpointer), so `resume` continues.
+        """
         try:
             yield
         except AgentLoopsError as exc:
@@ -327,6 +331,14 @@ class PlanAndExecute:
                 step.tool_calls = exc.result.tool_calls
             detail = f"{type(exc).__name__}: {exc}"
             exc.result = state.result(stop_reason="error", detail=detail)
+            self._emit(
+                state,
+                RunFinished,
+                stop_reason="error",
+                usage=exc.result.usage,
+                model_calls=exc.result.model_calls,
+                seconds=time.perf_counter() - started,
+            )
             raise
 
     def _finish(self, state: RunState, started: float) -> PlanExecuteResult:

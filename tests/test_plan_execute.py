@@ -430,3 +430,29 @@ def test_bad_limits_are_configuration_errors(option: str, value: int) -> None:
 
 def test_plan_step_defaults() -> None:
     assert PlanStep(step_number=1, description="d").tool_hint is None
+
+
+def test_without_a_checkpointer_a_failed_run_resumes_in_process() -> None:
+    events: list[Any] = []
+    tools, ran = market_tools()
+    planner = ScriptedModel([plan_of("Find ACME's price", "Find ACME's news")])
+    executor = ScriptedModel(
+        [
+            use_tools(("price", {"ticker": "ACME"})),
+            respond("ACME trades at 42 USD."),
+            ModelError("overloaded", status=529),  # step 2's first call fails
+            use_tools(("news", {"ticker": "ACME"})),
+            respond("ACME is merging with Globex."),
+        ]
+    )
+    reporter = ScriptedModel(["ACME: 42 USD, merging."])
+    agent = PlanAndExecute(
+        planner, tools, executor=executor, reporter=reporter, on_event=events.append
+    )
+    with pytest.raises(ModelError) as caught:
+        agent.run("Brief me on ACME.", run_id="r")
+    assert caught.value.result.stop_reason == "error"  # type: ignore[attr-defined]
+    finished = [e for e in events if isinstance(e, RunFinished) and e.loop == "plan_execute"]
+    assert [e.stop_reason for e in finished] == ["error"]
+    result = agent.resume("r")
+    assert result.stop_reason == "answered" and ran == {"price": 1, "news": 1}

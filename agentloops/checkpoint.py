@@ -12,6 +12,8 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -175,10 +177,21 @@ class SQLiteCheckpointer:
             conn.execute("ROLLBACK")
             raise
 
-    def save(self, run_id: str, state: dict[str, Any]) -> None:
-        text = _encode(run_id, state)
+    @contextmanager
+    def _storing(self, run_id: str, action: str) -> Iterator[sqlite3.Connection]:
+        """This process's connection, under the lock; SQLite's errors become `CheckpointError`."""
         with self._lock:
             conn = self._connect()
+            try:
+                yield conn
+            except sqlite3.Error as exc:  # locked past the timeout, disk full, I/O error, ...
+                raise CheckpointError(
+                    f"{self.path}: could not {action}: {exc}", run_id=run_id
+                ) from exc
+
+    def save(self, run_id: str, state: dict[str, Any]) -> None:
+        text = _encode(run_id, state)
+        with self._storing(run_id, f"save run {run_id!r}") as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 conn.execute(
@@ -193,22 +206,19 @@ class SQLiteCheckpointer:
                 raise
 
     def load(self, run_id: str) -> dict[str, Any] | None:
-        with self._lock:
+        with self._storing(run_id, f"load run {run_id!r}") as conn:
             # As bytes: a row holding invalid UTF-8 is reported as corrupted, not raised raw.
-            row = (
-                self._connect()
-                .execute("SELECT CAST(state AS BLOB) FROM runs WHERE run_id = ?", (run_id,))
-                .fetchone()
-            )
+            query = "SELECT CAST(state AS BLOB) FROM runs WHERE run_id = ?"
+            row = conn.execute(query, (run_id,)).fetchone()
         return None if row is None else _decode(run_id, row[0])
 
     def delete(self, run_id: str) -> None:
-        with self._lock:
-            self._connect().execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
+        with self._storing(run_id, f"delete run {run_id!r}") as conn:
+            conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
 
     def list_runs(self) -> list[str]:
-        with self._lock:
-            rows = self._connect().execute("SELECT run_id FROM runs ORDER BY updated_at, run_id")
+        with self._storing("", "list the runs") as conn:
+            rows = conn.execute("SELECT run_id FROM runs ORDER BY updated_at, run_id")
             return [r[0] for r in rows.fetchall()]
 
     def close(self) -> None:

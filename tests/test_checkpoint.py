@@ -214,3 +214,20 @@ def test_two_processes_write_the_same_file(tmp_path: Path) -> None:
     assert store.load("a-149") == {"n": 149, "by": "a"}
     assert store.load("b-0") == {"n": 0, "by": "b"}
     assert json.dumps(store.load("shared"))  # whichever wrote last, it is whole
+
+
+def test_a_failing_write_is_a_checkpoint_error_and_rolls_back(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite"
+    store = SQLiteCheckpointer(path)
+    store.save("kept", {"n": 1})
+    with sqlite3.connect(path) as conn:  # the database refuses a new row, as a full disk would
+        conn.execute(
+            "CREATE TRIGGER no_more BEFORE INSERT ON runs WHEN NEW.run_id = 'new' "
+            "BEGIN SELECT RAISE(ABORT, 'disk full'); END"
+        )
+    with pytest.raises(CheckpointError, match="could not save run 'new': disk full") as caught:
+        store.save("new", {"n": 2})
+    assert caught.value.run_id == "new"
+    assert store.load("kept") == {"n": 1} and store.load("new") is None
+    store.save("kept", {"n": 3})  # the connection is usable again: the transaction rolled back
+    assert store.load("kept") == {"n": 3}

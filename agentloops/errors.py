@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentloops.model import Usage
+
 
 class AgentLoopsError(Exception):
     """Root of every agentloops exception."""
@@ -59,9 +61,7 @@ class ModelError(AgentLoopsError):
 class ModelOutputError(AgentLoopsError):
     """Structured output that still does not parse or validate after the retries."""
 
-    def __init__(
-        self, message: str, *, raw: str, errors: str = "", usage: Any = None, model_calls: int = 0
-    ):
+    def __init__(self, message: str, *, raw: str, usage: Usage, model_calls: int, errors: str = ""):
         super().__init__(message)
         self.raw = raw
         """The model's last raw output."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from agentloops.messages import Block, Message, block_to_dict, message_to_dict
+from agentloops.messages import Block, block_to_dict
 from agentloops.model import ModelClient, ModelRequest, ModelResponse, Usage
 from agentloops.tools import ToolOutcome
 
@@ -145,8 +145,6 @@ def complete_with_events(
 def _plain(value: Any) -> Any:
     if isinstance(value, Usage | ToolOutcome):
         return dataclasses.asdict(value)
-    if isinstance(value, Message):
-        return message_to_dict(value)
     if isinstance(value, Block):
         return block_to_dict(value)
     if hasattr(value, "model_dump"):

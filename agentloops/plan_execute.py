@@ -322,7 +322,7 @@ class PlanAndExecute:
         try:
             yield
         except AgentLoopsError as exc:
-            if isinstance(exc, ModelOutputError) and exc.usage is not None:
+            if isinstance(exc, ModelOutputError):
                 state.spend(exc.usage, exc.model_calls)
             i = state.next_step()
             if isinstance(exc.result, ReActResult) and i is not None:  # the step that failed

@@ -68,8 +68,8 @@ class _Run:
     skipped: list[str] = field(default_factory=list)
     started: float = field(default_factory=time.perf_counter)
 
-    def spend(self, usage: Usage | None, calls: int) -> None:
-        self.usage = self.usage + (usage or Usage())
+    def spend(self, usage: Usage, calls: int) -> None:
+        self.usage = self.usage + usage
         self.model_calls += calls
 
 

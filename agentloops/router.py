@@ -105,11 +105,11 @@ class Router:
         except ModelOutputError as exc:
             return self._fallback(
                 f"unusable output: {exc.errors or exc}",
-                exc.usage or Usage(),
+                exc.usage,
                 exc.model_calls,
             )
         choice = reply.value
-        name = self.routes.get(choice.route) and choice.route
+        name = choice.route if choice.route in self.routes else None
         name = name or self._folded.get(choice.route.strip().casefold())
         if name is None:
             known = ", ".join(self.routes)

@@ -101,7 +101,7 @@ def _parse(schema: type[T], response: ModelResponse) -> T:
     if fenced:
         text = fenced.group(1)
     elif not text.startswith("{") and "{" in text:
-        text = text[text.index("{") : text.rindex("}") + 1]
+        text = text[text.index("{") : text.rfind("}") + 1]  # no closing brace: nothing
     if not text:
         raise ValueError("the reply held no JSON")
     return schema.model_validate_json(text)

@@ -88,3 +88,16 @@ def test_jsonl_sink_is_thread_safe(tmp_path):
     sink.close()
     lines = path.read_text().splitlines()
     assert len(lines) == 400 and all(json.loads(line)["plan"]["a"] for line in lines)
+
+
+def test_tool_calls_and_lists_in_events_are_dumped():
+    from agentloops import ApprovalRequested, Replanned, ToolCall
+
+    asked = event_to_dict(
+        ApprovalRequested(loop="react", run_id="r", calls=[ToolCall("c1", "send", {"to": "a"})])
+    )
+    assert asked["calls"] == [
+        {"type": "tool_call", "id": "c1", "name": "send", "args": {"to": "a"}}
+    ]
+    replanned = event_to_dict(Replanned(loop="rewoo", run_id="r", attempt=1, problems=["x", "y"]))
+    assert replanned["problems"] == ["x", "y"]

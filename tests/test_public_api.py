@@ -17,6 +17,7 @@ def test_all_matches_the_public_names():
         and not isinstance(getattr(agentloops, name), type(agentloops))  # submodules
     }
     assert public == set(agentloops.__all__) - set(getattr(agentloops, "_LAZY", {}))
+    assert set(agentloops._LAZY) <= set(agentloops.__all__)  # lazy names are public too
     for name in agentloops.__all__:
         assert getattr(agentloops, name) is not None
 

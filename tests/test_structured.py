@@ -103,3 +103,9 @@ def test_a_blank_reply_is_retried_with_a_valid_transcript(blank):
     model = ScriptedModel([blank, '{"name": "a", "population": 1}'])
     assert ask_structured(model, City, "q").value.name == "a"
     assert model.requests[1].messages[1].text == "(empty reply)"
+
+
+def test_an_unclosed_object_is_reported_as_no_json():
+    model = ScriptedModel(["Here: {", '{"name": "a", "population": 1}'])
+    ask_structured(model, City, "q")
+    assert "the reply held no JSON" in model.requests[1].messages[-1].text

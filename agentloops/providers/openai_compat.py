@@ -100,7 +100,8 @@ class OpenAICompatModel:
         self._http = http_client or httpx.Client(timeout=timeout)
         self._transport_errors = (httpx.TransportError,)
         self._lock = threading.Lock()
-        self._raw_args: dict[str, str] = {}
+        self._raw_args: dict[str, tuple[str, dict[str, Any]]] = {}
+        """Call id -> the arguments as written and as parsed (parsed once, not per request)."""
 
     def __repr__(self) -> str:  # no key here, ever
         return f"OpenAICompatModel({self.base_url!r}, {self.model!r})"
@@ -163,7 +164,9 @@ class OpenAICompatModel:
         )
         if raw_args:
             with self._lock:
-                self._raw_args.update(raw_args)
+                self._raw_args.update(
+                    (call_id, (raw, wire.parse_arguments(raw))) for call_id, raw in raw_args.items()
+                )
                 while len(self._raw_args) > _MAX_ECHO:
                     del self._raw_args[next(iter(self._raw_args))]
         return parsed
@@ -192,9 +195,9 @@ class OpenAICompatModel:
         """The arguments exactly as the model wrote them, so a server's prompt cache holds."""
         if INVALID_ARGUMENTS in call.args:
             return "{}"  # some servers re-parse history and fail on the broken original
-        raw = self._raw_args.get(call.id)
-        if raw is not None and wire.parse_arguments(raw) == call.args:
-            return raw
+        stored = self._raw_args.get(call.id)
+        if stored is not None and stored[1] == call.args:
+            return stored[0]
         return json.dumps(call.args, ensure_ascii=False)
 
     def _send(self, body: dict[str, Any]) -> tuple[httpx.Response, int]:

@@ -84,10 +84,6 @@ def run_many(
     if max_workers < 1:
         raise ConfigurationError(f"max_workers must be >= 1, got {max_workers}")
     todo = list(inputs)
-    if pickler_for(executor) is not None:
-        ensure_picklable(fn, "the function passed to run_many", executor=executor)
-        for i, value in enumerate(todo):
-            ensure_picklable(value, f"input {i} ({value!r:.60})", executor=executor)
     items: list[BatchItem | None] = [None] * len(todo)
     keys: list[str] = []
     if jsonl is not None:
@@ -96,6 +92,11 @@ def run_many(
         for i, k in enumerate(keys):
             if k in done:  # recorded by an earlier call: keep the caller's own input object
                 items[i] = dataclasses.replace(done[k], input=todo[i])
+    if pickler_for(executor) is not None:  # only what will travel: not the inputs already done
+        ensure_picklable(fn, "the function passed to run_many", executor=executor)
+        for i, value in enumerate(todo):
+            if items[i] is None:
+                ensure_picklable(value, f"input {i} ({value!r:.60})", executor=executor)
     futures: dict[Future[tuple[Any, str | None, float]], int] = {}
     with contextlib.ExitStack() as stack:
         log = stack.enter_context(Path(jsonl).open("a", encoding="utf-8")) if jsonl else None

@@ -32,9 +32,6 @@ def main() -> int:
     started, failed = time.perf_counter(), []
     for script in SCRIPTS:
         path = HERE / script
-        if not path.exists():  # rewoo_worker.py lands with the ReWOO work
-            print(f"\n== {script}: not present, skipped")
-            continue
         command = [sys.executable, str(path)]
         if args.quick and script == "react_overhead.py":
             command.append("--quick")

@@ -212,3 +212,39 @@ def test_work_a_process_pool_cannot_pickle_is_refused_before_anything_runs(fn, i
 def test_max_workers_must_be_positive():
     with pytest.raises(ConfigurationError, match="max_workers must be >= 1, got 0"):
         run_many(str, [1], max_workers=0)
+
+
+def test_an_interrupt_cancels_the_queued_work_of_a_given_executor():
+    ran: list[int] = []
+    released = threading.Event()
+
+    def work(task: int) -> int:
+        if task:  # every run after the first waits until the interrupt has happened
+            released.wait(5)
+        ran.append(task)
+        return task
+
+    def stop(item: BatchItem) -> None:
+        raise KeyboardInterrupt
+
+    with ThreadPoolExecutor(1) as pool:  # the caller's pool: run_many does not shut it down
+        with pytest.raises(KeyboardInterrupt):
+            run_many(work, range(5), executor=pool, on_result=stop, progress=False)
+        released.set()
+    assert ran[0] == 0 and not {2, 3, 4} & set(ran)  # queued work was cancelled, not run
+
+
+def test_inputs_already_done_need_not_travel_to_a_process_pool(tmp_path):
+    path = tmp_path / "batch.jsonl"
+    locked = threading.Lock()  # cannot be pickled, but it finished in an earlier run
+
+    def name(value: Any) -> str:
+        return "locked" if value is locked else str(value)
+
+    run_many(lambda v: "done", [locked], jsonl=path, key=name)
+    pool = ProcessPoolExecutor(1)
+    try:
+        items = run_many(str, [locked], executor=pool, jsonl=path, key=name)
+    finally:
+        pool.shutdown()
+    assert [it.output for it in items] == ["done"]

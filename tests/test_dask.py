@@ -7,7 +7,14 @@ import os
 
 import pytest
 
-from agentloops import ConfigurationError, ReActResult, run_many
+from agentloops import (
+    ConfigurationError,
+    ReActResult,
+    ReWOOPipeline,
+    ReWOOPlan,
+    ReWOOPlanStep,
+    run_many,
+)
 from agentloops.testing import ScriptedModel
 
 distributed = pytest.importorskip("distributed")
@@ -66,9 +73,9 @@ def test_an_unpicklable_tool_is_named_before_anything_is_sent(executor):
     assert "lock" in message
 
 
-def _plan(rewoo):
-    step = rewoo.ReWOOPlanStep
-    return rewoo.ReWOOPlan(
+def _plan():
+    step = ReWOOPlanStep
+    return ReWOOPlan(
         steps=[
             step(step_id="#E1", description="who runs me", tool_name="whoami", tool_args={}),
             step(
@@ -83,11 +90,10 @@ def _plan(rewoo):
 
 
 def test_rewoo_tool_steps_run_in_worker_processes(executor):
-    rewoo = pytest.importorskip("agentloops.rewoo")
     tools = [helpers.whoami, helpers.describe]
-    pipeline = rewoo.ReWOOPipeline(ScriptedModel([]), tools, executor=executor)
+    pipeline = ReWOOPipeline(ScriptedModel([]), tools, executor=executor)
 
-    evidence = pipeline.work(_plan(rewoo))
+    evidence = pipeline.work(_plan())
 
     assert list(evidence) == ["#E1", "#E2"]
     assert not any(outcome.is_error for outcome in evidence.values())
@@ -99,11 +105,8 @@ def test_rewoo_tool_steps_run_in_worker_processes(executor):
 
 
 def test_rewoo_names_a_tool_that_cannot_reach_the_workers(executor):
-    rewoo = pytest.importorskip("agentloops.rewoo")
-    plan = rewoo.ReWOOPlan(
-        steps=[
-            rewoo.ReWOOPlanStep(step_id="#E1", description="count", tool_name="bump", tool_args={})
-        ]
+    plan = ReWOOPlan(
+        steps=[ReWOOPlanStep(step_id="#E1", description="count", tool_name="bump", tool_args={})]
     )
     with pytest.raises(ConfigurationError, match="tool 'bump'"):
-        rewoo.ReWOOPipeline(ScriptedModel([]), [helpers.locked_bump], executor=executor).work(plan)
+        ReWOOPipeline(ScriptedModel([]), [helpers.locked_bump], executor=executor).work(plan)

@@ -10,6 +10,7 @@ Routes still receive and return `httpx.Request`/`httpx.Response` objects.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import ClassVar
 
 import pytest
@@ -51,3 +52,14 @@ def anthropic_api() -> Iterator[respx.MockRouter]:
     """
     with respx.mock(using="httpcore2", base_url=ANTHROPIC_API, assert_all_called=True) as router:
         yield router
+
+
+@pytest.fixture
+def instant_analyst_tools(tmp_path: Path) -> Iterator[object]:
+    """The Market Analyst example's tools with no simulated latency and a ledger under
+    `tmp_path`; the example's defaults come back afterwards."""
+    from market_analyst import tools  # examples/ is on pytest's pythonpath
+
+    tools.configure(latency_scale=0, ledger_path=tmp_path / "ledger.jsonl")
+    yield tools
+    tools.configure(latency_scale=1.0, ledger_path=Path("ledger.jsonl"))

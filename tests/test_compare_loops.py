@@ -2,25 +2,15 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-if str(EXAMPLES) not in sys.path:
-    sys.path.insert(0, str(EXAMPLES))
-
 pytest.importorskip("matplotlib")
 
-import compare_loops  # noqa: E402
-from market_analyst import tools  # noqa: E402
+import compare_loops
 
-
-@pytest.fixture(autouse=True)
-def _restore_tool_settings():
-    yield
-    tools.configure(latency_scale=1.0)
+pytestmark = pytest.mark.usefixtures("instant_analyst_tools")
 
 
 def test_compare_loops_writes_the_table_and_chart_and_says_how_it_measured(

@@ -8,27 +8,20 @@ import sys
 from pathlib import Path
 
 import pytest
+from market_analyst import cli
+from market_analyst.demo_model import DemoModel, role_of
+from market_analyst.facts import numbers
+from market_analyst.store import RunStore
+
+from agentloops import ModelError, ModelRequest, ModelResponse
+from agentloops.testing import FunctionModel, respond
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-if str(EXAMPLES) not in sys.path:
-    sys.path.insert(0, str(EXAMPLES))
-
-from market_analyst import cli, tools  # noqa: E402
-from market_analyst.demo_model import DemoModel, role_of  # noqa: E402
-from market_analyst.facts import numbers  # noqa: E402
-from market_analyst.store import RunStore  # noqa: E402
-
-from agentloops import ModelError, ModelRequest, ModelResponse  # noqa: E402
-from agentloops.testing import FunctionModel, respond  # noqa: E402
-
 SNAPSHOT_TOOLS = {"get_stock_snapshot", "get_price_history", "search_news"}
 RESEARCH_TOOLS = SNAPSHOT_TOOLS | {"get_financials", "search_competitors"}
 
 
-@pytest.fixture(autouse=True)
-def _restore_tool_settings():
-    yield
-    tools.configure(latency_scale=1.0, ledger_path=Path("ledger.jsonl"))
+pytestmark = pytest.mark.usefixtures("instant_analyst_tools")
 
 
 @pytest.fixture
@@ -199,18 +192,25 @@ def test_an_api_error_mid_run_keeps_the_checkpoint_and_resume_continues(
 
 
 @pytest.mark.parametrize(
-    ("argv", "env", "expected"),
+    ("argv", "env", "expected", "described"),
     [
-        (["x"], {"ANTHROPIC_API_KEY": "sk-test"}, "AnthropicModel"),
-        (["x", "--base-url", "http://localhost:11434/v1"], {}, "OpenAICompatModel"),
-        (["x", "--offline"], {"ANTHROPIC_API_KEY": "sk-test"}, "DemoModel"),
-        (["x"], {}, "DemoModel"),
+        (["x"], {"ANTHROPIC_API_KEY": "sk-test"}, "AnthropicModel", "Claude (claude-sonnet-5)"),
+        (
+            ["x", "--base-url", "http://localhost:11434/v1"],
+            {},
+            "OpenAICompatModel",
+            "qwen3:8b at http://localhost:11434/v1",
+        ),
+        (["x", "--offline"], {"ANTHROPIC_API_KEY": "sk-test"}, "DemoModel", cli.MODEL_NAME),
+        (["x"], {}, "DemoModel", cli.MODEL_NAME),
     ],
 )
-def test_model_choice(argv: list[str], env: dict, expected: str, monkeypatch) -> None:
+def test_model_choice(
+    argv: list[str], env: dict, expected: str, described: str, monkeypatch
+) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     model, name, offline = cli.choose_model(cli.parse_args(argv))
     assert type(model).__name__ == expected and offline is (expected == "DemoModel")
-    assert name
+    assert name == described

@@ -3,27 +3,16 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from market_analyst import data, facts, tools, writers
+from market_analyst.demo_model import DemoModel
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-if str(EXAMPLES) not in sys.path:
-    sys.path.insert(0, str(EXAMPLES))
+from agentloops import ReActLoop, ToolRegistry
+from agentloops.testing import ScriptedModel, use_tools
 
-from market_analyst import data, facts, tools, writers  # noqa: E402
-from market_analyst.demo_model import DemoModel  # noqa: E402
-
-from agentloops import ReActLoop, ToolRegistry  # noqa: E402
-from agentloops.testing import ScriptedModel, use_tools  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def _instant_tools(tmp_path: Path):
-    tools.configure(latency_scale=0, ledger_path=tmp_path / "ledger.jsonl")
-    yield
-    tools.configure(latency_scale=1.0, ledger_path=Path("ledger.jsonl"))
+pytestmark = pytest.mark.usefixtures("instant_analyst_tools")
 
 
 def test_fixture_set_is_labelled_and_large_enough() -> None:

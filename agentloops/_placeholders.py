@@ -14,6 +14,8 @@ from typing import Any
 
 import pydantic
 
+from agentloops.tools import field_errors
+
 PLACEHOLDER = re.compile(r"#E\d+\b")
 STEP_ID = re.compile(r"#E[1-9]\d*")
 """A well-formed step id: `#E` and a positive integer without leading zeros."""
@@ -46,14 +48,7 @@ def is_placeholder(value: Any) -> bool:
 def masked_errors(error: pydantic.ValidationError) -> list[str]:
     """A validation error's messages, minus those about a value that is exactly a
     placeholder: its type can only be checked once the output is substituted."""
-    problems = []
-    for err in error.errors(include_url=False):
-        if is_placeholder(err.get("input")):
-            continue
-        where = ".".join(str(p) for p in err["loc"]) or "(arguments)"
-        got = "" if err["type"] == "missing" else f" (got {err['input']!r:.60})"
-        problems.append(f"{where}: {err['msg']}{got}")
-    return problems
+    return field_errors(error, width=60, skip=is_placeholder)
 
 
 class Unresolved(KeyError):

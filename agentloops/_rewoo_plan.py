@@ -14,7 +14,7 @@ import pydantic
 from agentloops._placeholders import STEP_ID, masked_errors, references
 from agentloops._scheduler import cycles
 from agentloops.errors import PlanValidationError
-from agentloops.tools import Tool, ToolRegistry
+from agentloops.tools import Tool, ToolRegistry, field_errors
 
 
 class ReWOOPlanStep(pydantic.BaseModel):
@@ -60,11 +60,7 @@ def validate_plan(
         try:
             plan = ReWOOPlan.model_validate(plan)
         except pydantic.ValidationError as exc:
-            problems = [
-                f"{'.'.join(str(p) for p in e['loc']) or 'plan'}: {e['msg']}"
-                for e in exc.errors(include_url=False)
-            ]
-            raise PlanValidationError(problems) from exc
+            raise PlanValidationError(field_errors(exc, root="plan", width=None)) from exc
     if not isinstance(registry, ToolRegistry):
         registry = ToolRegistry(registry)
     problems = plan_problems(plan, registry, max_steps)

@@ -271,7 +271,7 @@ class PlanAndExecute:
         return self.step_loop.run(prompt, run_id=step_run_id, parent_run_id=state.run_id)
 
     def _review_due(self, state: RunState, i: int) -> bool:
-        return self.replan and state.replans < self.max_replans and 0 <= state.reviewed + 1 < i
+        return self.replan and state.replans < self.max_replans and state.reviewed + 1 < i
 
     def _revise(self, state: RunState, i: int) -> None:
         """Ask the replanner about the steps from `i` on; a valid revision replaces them."""

@@ -18,6 +18,7 @@ from agentloops.errors import ConfigurationError, ModelOutputError
 from agentloops.events import EventSink, complete_with_events
 from agentloops.messages import Message, Text, ToolResult
 from agentloops.model import ModelClient, ModelRequest, ModelResponse, OutputSchema, Usage
+from agentloops.tools import field_errors
 
 T = TypeVar("T", bound=pydantic.BaseModel)
 
@@ -109,10 +110,7 @@ def _parse(schema: type[T], response: ModelResponse) -> T:
 
 def _errors(exc: Exception) -> str:
     if isinstance(exc, pydantic.ValidationError):
-        return "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}"
-            for e in exc.errors(include_url=False)
-        )
+        return "; ".join(field_errors(exc, root="(root)", width=None))
     return str(exc)
 
 

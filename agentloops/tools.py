@@ -255,13 +255,28 @@ def _to_text(value: Any) -> str:
     return str(value)
 
 
-def _describe(error: pydantic.ValidationError) -> str:
-    parts = []
+def field_errors(
+    error: pydantic.ValidationError,
+    *,
+    root: str = "(arguments)",
+    width: int | None = 80,
+    skip: Callable[[Any], bool] | None = None,
+) -> list[str]:
+    """One `"field.path: message (got value)"` line per validation error, for the model.
+
+    `root` names a problem with the whole value, `width` cuts the quoted value (`None`
+    leaves it out), and `skip` drops errors about inputs it accepts.
+    """
+    lines = []
     for err in error.errors(include_url=False):
-        where = ".".join(str(p) for p in err["loc"]) or "(arguments)"
-        got = "" if err["type"] == "missing" else f" (got {err['input']!r:.80})"
-        parts.append(f"{where}: {err['msg']}{got}")
-    return "; ".join(parts)
+        if skip is not None and skip(err.get("input")):
+            continue
+        where = ".".join(str(p) for p in err["loc"]) or root
+        got = (
+            "" if width is None or err["type"] == "missing" else f" (got {err['input']!r:.{width}})"
+        )
+        lines.append(f"{where}: {err['msg']}{got}")
+    return lines
 
 
 class _TimedOut(Exception):
@@ -362,7 +377,7 @@ class ToolRegistry:
         try:
             kwargs = t.validate(args)
         except pydantic.ValidationError as exc:
-            return _error(f"invalid arguments for {name!r}: {_describe(exc)}", start)
+            return _error(f"invalid arguments for {name!r}: {'; '.join(field_errors(exc))}", start)
         try:
             if t.timeout is None:
                 value = t.fn(**kwargs)

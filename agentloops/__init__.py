@@ -64,7 +64,7 @@ from agentloops.model import (
     Usage,
 )
 from agentloops.react import ReActLoop, ReActResult
-from agentloops.structured import StructuredReply, ask_structured, output_schema
+from agentloops.structured import StructuredReply, ask_structured, ask_text, output_schema
 from agentloops.tools import ApprovalPolicy, Decision, Tool, ToolOutcome, ToolRegistry, tool
 
 if _typing.TYPE_CHECKING:  # pragma: no cover
@@ -189,6 +189,7 @@ __all__ = [
     "Usage",
     "Verdict",
     "ask_structured",
+    "ask_text",
     "compare",
     "event_to_dict",
     "output_schema",

@@ -49,11 +49,9 @@ from agentloops.events import (
     StepFinished,
     StepStarted,
 )
-from agentloops.events import complete_with_events as complete
-from agentloops.messages import Message
-from agentloops.model import ModelClient, ModelRequest, answer_stop
+from agentloops.model import ModelClient, answer_stop
 from agentloops.react import ReActLoop, ReActResult
-from agentloops.structured import ask_structured
+from agentloops.structured import ask_structured, ask_text
 from agentloops.tools import ApprovalPolicy, Tool, ToolRegistry
 
 _LOOP = "plan_execute"
@@ -285,11 +283,15 @@ class PlanAndExecute:
 
     def _report(self, state: RunState) -> None:
         prompt = report_prompt(state)
-        request = ModelRequest(
-            self.reporter_system, [Message.user(prompt)], [], "auto", self.max_tokens
-        )
-        response = complete(
-            self.reporter, request, self.on_event, _LOOP, state.run_id, state.model_calls
+        response = ask_text(
+            self.reporter,
+            prompt,
+            system=self.reporter_system,
+            max_tokens=self.max_tokens,
+            on_event=self.on_event,
+            loop=_LOOP,
+            run_id=state.run_id,
+            step=state.model_calls,
         )
         state.spend(response.usage, 1)
         state.answer = response.message.text

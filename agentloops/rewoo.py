@@ -39,11 +39,9 @@ from agentloops.events import (
     Replanned,
     RunFinished,
     RunStarted,
-    complete_with_events,
 )
-from agentloops.messages import Message
-from agentloops.model import ModelClient, ModelRequest, Usage, answer_stop
-from agentloops.structured import ask_structured
+from agentloops.model import ModelClient, Usage, answer_stop
+from agentloops.structured import ask_structured, ask_text
 from agentloops.tools import Tool, ToolOutcome, ToolRegistry
 
 __all__ = [
@@ -344,11 +342,15 @@ class ReWOOPipeline:
         self, run: _Run, task: str, plan: ReWOOPlan, evidence: Mapping[str, ToolOutcome]
     ) -> tuple[str, str]:
         prompt = solver_prompt(task, plan, evidence, self.max_evidence_chars)
-        request = ModelRequest(
-            self.solver_system, [Message.user(prompt)], [], "auto", self.max_tokens
-        )
-        response = complete_with_events(
-            self.solver, request, self.on_event, "rewoo", run.run_id, run.model_calls
+        response = ask_text(
+            self.solver,
+            prompt,
+            system=self.solver_system,
+            max_tokens=self.max_tokens,
+            on_event=self.on_event,
+            loop="rewoo",
+            run_id=run.run_id,
+            step=run.model_calls,
         )
         run.spend(response.usage, 1)
         return response.message.text, response.stop_reason

@@ -86,6 +86,23 @@ def ask_structured(
     )
 
 
+def ask_text(
+    model: ModelClient,
+    prompt: str,
+    *,
+    system: str = "",
+    max_tokens: int | None = None,
+    on_event: EventSink | None = None,
+    loop: str = "text",
+    run_id: str = "",
+    step: int = 0,
+) -> ModelResponse:
+    """One plain-text call from a fresh context (one user turn, no tools), with its events:
+    how a ReWOO solver or a Plan-and-Execute reporter writes the answer."""
+    request = ModelRequest(system, [Message.user(prompt)], [], "auto", max_tokens)
+    return complete_with_events(model, request, on_event, loop, run_id, step)
+
+
 def _raw(response: ModelResponse) -> str:
     if response.output is not None:
         return json.dumps(response.output, default=str)

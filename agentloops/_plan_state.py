@@ -76,8 +76,8 @@ class RunState:
     replans: int = 0
     reviewed: int = -1
     """Index of the last step after which the replanner was asked."""
-    paused: dict[str, Any] | None = None
-    """The paused step's `ReActResult.to_state()`, while it waits for approval."""
+    paused: ReActResult | None = None
+    """The paused step's ReAct result, while it waits for approval (saved as its state)."""
     answer: str = ""
     stop_reason: str = "running"
     detail: str = ""
@@ -101,7 +101,7 @@ class RunState:
             react.tool_calls,
         )
         if react.stop_reason == "approval_required":
-            step.status, self.paused = "paused", react.to_state()
+            step.status, self.paused = "paused", react
             self.stop_reason, self.detail = "approval_required", react.detail
             return
         self.paused, self.stop_reason, self.detail = None, "running", ""
@@ -129,7 +129,7 @@ class RunState:
         return [revision.reason or "the remaining steps were revised"]
 
     def result(self, **override: str) -> PlanExecuteResult:
-        paused = ReActResult.from_state(self.paused) if self.paused is not None else None
+        paused = self.paused
         return PlanExecuteResult(
             answer=self.answer,
             plan=self.plan,
@@ -152,21 +152,12 @@ class RunState:
             "run_id": self.run_id,
             "task": self.task,
             "plan": self.plan.model_dump(mode="json"),
-            "steps": [
-                {
-                    "status": s.status,
-                    "result": s.result,
-                    "usage": dataclasses.asdict(s.usage),
-                    "model_calls": s.model_calls,
-                    "tool_calls": s.tool_calls,
-                }
-                for s in self.steps
-            ],
+            "steps": [dataclasses.asdict(s) for s in self.steps],
             "usage": dataclasses.asdict(self.usage),
             "model_calls": self.model_calls,
             "replans": self.replans,
             "reviewed": self.reviewed,
-            "paused": self.paused,
+            "paused": self.paused.to_state() if self.paused is not None else None,
             "answer": self.answer,
             "stop_reason": self.stop_reason,
             "detail": self.detail,
@@ -194,16 +185,8 @@ class RunState:
                 run_id=run_id,
             )
         try:
-            steps = [
-                StepRecord(
-                    status=s["status"],
-                    result=s["result"],
-                    usage=Usage(**s["usage"]),
-                    model_calls=s["model_calls"],
-                    tool_calls=s["tool_calls"],
-                )
-                for s in data["steps"]
-            ]
+            steps = [StepRecord(**{**s, "usage": Usage(**s["usage"])}) for s in data["steps"]]
+            paused = data["paused"]
             state = cls(
                 run_id=data["run_id"],
                 task=data["task"],
@@ -213,7 +196,7 @@ class RunState:
                 model_calls=data["model_calls"],
                 replans=data["replans"],
                 reviewed=data["reviewed"],
-                paused=data["paused"],
+                paused=None,  # checked below, before anything could send it
                 answer=data["answer"],
                 stop_reason=data["stop_reason"],
                 detail=data["detail"],
@@ -228,12 +211,11 @@ class RunState:
                 f"run {run_id!r}: the saved state is malformed (steps do not match the plan)",
                 run_id=run_id,
             )
-        if state.paused is not None:  # never send a broken transcript to the provider
+        if paused is not None:  # never send a broken transcript to the provider
             try:
-                paused = ReActResult.from_state(state.paused)
-                validate_transcript(paused.messages, allow_pending=True)
-                pending = paused.pending_approvals
-                if not pending or len(pending) != len(set(state.paused["pending_approvals"])):
+                state.paused = ReActResult.from_state(paused)
+                validate_transcript(state.paused.messages, allow_pending=True)
+                if not state.paused.pending_approvals:
                     raise TranscriptError("its last turn does not hold the pending calls")
             except (KeyError, TypeError, ValueError, IndexError, TranscriptError) as exc:
                 raise CheckpointError(

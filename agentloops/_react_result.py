@@ -62,10 +62,7 @@ class ReActResult:
             "run_id": self.run_id,
             "detail": self.detail,
             "pending_approvals": [c.id for c in self.pending_approvals],
-            "held_results": [
-                {"call_id": r.call_id, "content": r.content, "is_error": r.is_error}
-                for r in self.held_results
-            ],
+            "held_results": [dataclasses.asdict(r) for r in self.held_results],
         }
 
     @classmethod

@@ -191,7 +191,7 @@ class PlanAndExecute:
             if decisions:
                 raise ConfigurationError(f"run {run_id!r} is not waiting for approval")
             return self._drive(state)
-        paused = ReActResult.from_state(state.paused)
+        paused = state.paused
         pending = sorted(c.id for c in paused.pending_approvals)
         if decisions is None or sorted(decisions) != pending:
             got = sorted(decisions or {})

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -339,14 +340,25 @@ def test_another_process_gives_the_approval(tmp_path: Path) -> None:
     assert final.answer == "Published."
 
 
-def test_a_paused_transcript_that_was_tampered_with_is_refused(tmp_path: Path) -> None:
+def _drop_last_turn(paused: dict[str, Any]) -> None:
+    paused["messages"].pop()  # the turn holding the pending calls is gone
+
+
+def _clear_pending(paused: dict[str, Any]) -> None:
+    paused["pending_approvals"] = []  # a pause that waits for nothing
+
+
+@pytest.mark.parametrize("tamper", [_drop_last_turn, _clear_pending])
+def test_a_paused_transcript_that_was_tampered_with_is_refused(
+    tmp_path: Path, tamper: Callable[[dict[str, Any]], None]
+) -> None:
     log = tmp_path / "calls.log"
     store = MemoryCheckpointer()
     agent = PlanAndExecute(ScriptedModel(approval_script()), make_tools(log), checkpointer=store)
     agent.run("Fetch a and publish it.", run_id="t")
     state = store.load("t")
     assert state is not None
-    state["paused"]["messages"].pop()  # the turn holding the pending calls is gone
+    tamper(state["paused"])
     store.save("t", state)
     with pytest.raises(CheckpointError, match="paused step's transcript is malformed"):
         agent.resume("t", {"any": True})

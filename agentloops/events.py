@@ -111,6 +111,12 @@ class ApprovalRequested(Event):
 EventSink = Callable[[Event], None]
 
 
+def emit(sink: EventSink | None, kind: type[Event], /, **fields: Any) -> None:
+    """Build an event of `kind` from `fields` and send it, only when a sink is set."""
+    if sink is not None:
+        sink(kind(**fields))
+
+
 def complete_with_events(
     model: ModelClient,
     request: ModelRequest,

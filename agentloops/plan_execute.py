@@ -48,6 +48,7 @@ from agentloops.events import (
     RunStarted,
     StepFinished,
     StepStarted,
+    emit,
 )
 from agentloops.model import ModelClient, answer_stop
 from agentloops.react import ReActLoop, ReActResult
@@ -364,5 +365,4 @@ class PlanAndExecute:
         self._store.save(state.run_id, state.to_dict())
 
     def _emit(self, state: RunState, kind: type[Event], **fields: Any) -> None:
-        if self.on_event is not None:  # events are built only when someone listens
-            self.on_event(kind(loop=_LOOP, run_id=state.run_id, **fields))
+        emit(self.on_event, kind, loop=_LOOP, run_id=state.run_id, **fields)

@@ -28,6 +28,7 @@ from agentloops.events import (
     ToolCallFinished,
     ToolCallStarted,
     complete_with_events,
+    emit,
 )
 from agentloops.messages import Message, Text, ToolCall, ToolResult, validate_transcript
 from agentloops.model import ModelClient, ModelRequest, ModelResponse, Usage, answer_stop
@@ -372,8 +373,7 @@ class ReActLoop:
     # -- results and events --------------------------------------------------------
 
     def _pause(self, run: _Run, pending: list[ToolCall], held: list[ToolResult]) -> ReActResult:
-        if self.on_event is not None:
-            self.on_event(ApprovalRequested(loop="react", run_id=run.run_id, calls=pending))
+        emit(self.on_event, ApprovalRequested, loop="react", run_id=run.run_id, calls=pending)
         names = ", ".join(c.name for c in pending)
         detail = f"{len(pending)} tool call(s) wait for approval: {names}"
         return self._finish(run, "approval_required", detail, pending=pending, held=held)
@@ -407,22 +407,22 @@ class ReActLoop:
         self, run: _Run, stop_reason: ReActStopReason, detail: str, **kw: Any
     ) -> ReActResult:
         result = self._result(run, stop_reason, detail, **kw)
-        if self.on_event is not None:
-            self.on_event(
-                RunFinished(
-                    loop="react",
-                    run_id=run.run_id,
-                    stop_reason=stop_reason,
-                    usage=run.usage,
-                    model_calls=run.model_calls,
-                    seconds=time.perf_counter() - run.started,
-                )
-            )
+        emit(
+            self.on_event,
+            RunFinished,
+            loop="react",
+            run_id=run.run_id,
+            stop_reason=stop_reason,
+            usage=run.usage,
+            model_calls=run.model_calls,
+            seconds=time.perf_counter() - run.started,
+        )
         return result
 
     def _emit_start(self, run: _Run, parent_run_id: str | None) -> None:
-        if self.on_event is not None:
-            self.on_event(RunStarted(loop="react", run_id=run.run_id, parent_run_id=parent_run_id))
+        emit(
+            self.on_event, RunStarted, loop="react", run_id=run.run_id, parent_run_id=parent_run_id
+        )
 
 
 def _verdict(approved: bool) -> str:

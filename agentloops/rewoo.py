@@ -39,6 +39,7 @@ from agentloops.events import (
     Replanned,
     RunFinished,
     RunStarted,
+    emit,
 )
 from agentloops.model import ModelClient, Usage, answer_stop
 from agentloops.structured import ask_structured, ask_text
@@ -208,7 +209,7 @@ class ReWOOPipeline:
             ModelError: the planner or the solver failed.
         """
         run = _Run(run_id=run_id or uuid.uuid4().hex[:12])
-        self._emit(lambda: RunStarted(loop="rewoo", run_id=run.run_id))
+        emit(self.on_event, RunStarted, loop="rewoo", run_id=run.run_id)
         try:
             feedback: tuple[str, list[str]] | None = None
             while True:
@@ -261,8 +262,7 @@ class ReWOOPipeline:
             run.plan = plan = reply.value
             problems = plan_problems(plan, self.tools, self.max_plan_steps)
             if not problems:
-                if self.on_event is not None:
-                    self.on_event(PlanMade(loop="rewoo", run_id=run.run_id, plan=plan))
+                emit(self.on_event, PlanMade, loop="rewoo", run_id=run.run_id, plan=plan)
                 return plan
             if run.replans >= self.max_replans:
                 raise PlanValidationError(problems, plan=plan)
@@ -271,9 +271,13 @@ class ReWOOPipeline:
 
     def _replanned(self, run: _Run, problems: list[str]) -> None:
         run.replans += 1
-        attempt = run.replans
-        self._emit(
-            lambda: Replanned(loop="rewoo", run_id=run.run_id, attempt=attempt, problems=problems)
+        emit(
+            self.on_event,
+            Replanned,
+            loop="rewoo",
+            run_id=run.run_id,
+            attempt=run.replans,
+            problems=problems,
         )
 
     # -- worker ---------------------------------------------------------------------------
@@ -372,20 +376,16 @@ class ReWOOPipeline:
         )
 
     def _finished(self, run: _Run, reason: str) -> None:
-        self._emit(
-            lambda: RunFinished(
-                loop="rewoo",
-                run_id=run.run_id,
-                stop_reason=reason,
-                usage=run.usage,
-                model_calls=run.model_calls,
-                seconds=time.perf_counter() - run.started,
-            )
+        emit(
+            self.on_event,
+            RunFinished,
+            loop="rewoo",
+            run_id=run.run_id,
+            stop_reason=reason,
+            usage=run.usage,
+            model_calls=run.model_calls,
+            seconds=time.perf_counter() - run.started,
         )
-
-    def _emit(self, make: Callable[[], Any]) -> None:
-        if self.on_event is not None:
-            self.on_event(make())
 
 
 def _stop_reason(exc: AgentLoopsError) -> ReWOOStopReason:

@@ -419,10 +419,8 @@ class ReActLoop:
         )
         return result
 
-    def _emit_start(self, run: _Run, parent_run_id: str | None) -> None:
-        emit(
-            self.on_event, RunStarted, loop="react", run_id=run.run_id, parent_run_id=parent_run_id
-        )
+    def _emit_start(self, run: _Run, parent: str | None) -> None:
+        emit(self.on_event, RunStarted, loop="react", run_id=run.run_id, parent_run_id=parent)
 
 
 def _verdict(approved: bool) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import pydantic
 
@@ -114,15 +114,31 @@ def _parse(schema: type[T], response: ModelResponse) -> T:
         raise ValueError("the model refused to answer")
     if response.output is not None:
         return schema.model_validate(response.output)
-    text = response.message.text.strip()
-    fenced = _FENCE.match(text)
-    if fenced:
-        text = fenced.group(1)
-    elif not text.startswith("{") and "{" in text:
-        text = text[text.index("{") : text.rfind("}") + 1]  # no closing brace: nothing
+    text = json_in(response.message.text)
     if not text:
         raise ValueError("the reply held no JSON")
     return schema.model_validate_json(text)
+
+
+def json_in(text: str) -> str:
+    """The JSON in a model's reply: the reply itself, a fenced block, or the span from the
+    first "{" to the last "}" ("" when an object is opened but never closed)."""
+    text = text.strip()
+    fenced = _FENCE.match(text)
+    if fenced:
+        return fenced.group(1)
+    if not text.startswith("{") and "{" in text:
+        return text[text.index("{") : text.rfind("}") + 1]
+    return text
+
+
+def parse_json(text: str) -> Any:
+    """The JSON value in a model's reply, or None when there is none: a provider fills
+    `ModelResponse.output` with it, and `ask_structured` sends the problem back."""
+    try:
+        return json.loads(json_in(text))
+    except ValueError:
+        return None
 
 
 def _errors(exc: Exception) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 from agentloops.errors import ModelError
 from agentloops.messages import Message, Text, ToolCall
 from agentloops.model import ModelRequest, ModelResponse, StopReason, ToolSpec, Usage
+from agentloops.structured import parse_json
 from agentloops.tools import INVALID_ARGUMENTS
 
 _FINISH: dict[str, StopReason] = {
@@ -28,7 +29,6 @@ _FINISH: dict[str, StopReason] = {
     "stop_sequence": "stop_sequence",
 }
 _THINK = re.compile(r"^\s*<think>.*?</think>\s*", re.DOTALL)
-_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 _SCHEMA_NAME = re.compile(r"[^a-zA-Z0-9_-]")
 
 
@@ -184,7 +184,7 @@ def parse_completion(
     reason = _stop_reason(choice.get("finish_reason"), has_calls)
     if refusal:
         reason = "refusal"
-    output = _json_or_none(text) if structured else None
+    output = parse_json(text) if structured else None
     message = Message("assistant", tuple(blocks))
     usage = usage_from_wire(body.get("usage"))
     response = ModelResponse(message, reason, usage, str(body.get("model") or model), output)
@@ -219,14 +219,3 @@ def _stop_reason(finish: Any, has_calls: bool) -> StopReason:
     if reason == "end_turn" and has_calls:
         return "tool_use"  # e.g. older Ollama reports "stop" for a tool-calling turn
     return reason
-
-
-def _json_or_none(text: str) -> Any:
-    text = text.strip()
-    fenced = _FENCE.match(text)
-    if fenced:
-        text = fenced.group(1)
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None  # ask_structured sends the parse problem back to the model

@@ -5,7 +5,6 @@ The SDK is imported when an `AnthropicModel` is built, never at `import agentloo
 
 from __future__ import annotations
 
-import json
 import threading
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -20,6 +19,7 @@ from agentloops.messages import (
     ToolResult,
 )
 from agentloops.model import ModelRequest, ModelResponse, StopReason, Usage
+from agentloops.structured import parse_json
 
 if TYPE_CHECKING:
     import anthropic
@@ -124,7 +124,7 @@ class AnthropicModel:
         message = Message("assistant", _blocks(content))
         output = None
         if request.output is not None and stop_reason != "refusal":
-            output = _json(message.text)
+            output = parse_json(message.text)
         return ModelResponse(message, stop_reason, usage, wire.model, output)
 
     # -- request -------------------------------------------------------------------
@@ -301,11 +301,3 @@ def _usage(usage: WireUsage) -> Usage:
         cache_read_tokens=usage.cache_read_input_tokens or 0,
         cache_write_tokens=usage.cache_creation_input_tokens or 0,
     )
-
-
-def _json(text: str) -> Any:
-    """The parsed JSON, or None so agentloops.structured sends the problem back and retries."""
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None

@@ -125,3 +125,10 @@ def test_invalid_transcripts(messages, fragment):
 def test_pending_calls_allowed_when_asked():
     messages = [Message.user("q"), _tool_turn("a")]
     validate_transcript(messages, allow_pending=True)
+
+
+def test_block_to_dict_rejects_what_is_not_a_block():
+    from agentloops.messages import block_to_dict
+
+    with pytest.raises(TypeError, match="not a message block"):
+        block_to_dict("text")  # type: ignore[arg-type]

@@ -383,3 +383,13 @@ def test_a_state_whose_pending_calls_are_not_in_the_last_turn_is_rejected(add):
     state["pending_approvals"] = ["no-such-call"]
     with pytest.raises(ValueError, match="pending approvals"):
         ReActResult.from_state(state)
+
+
+def test_raise_for_stop_on_an_errored_result_is_a_run_error(add):
+    from agentloops import RunError
+
+    model = ScriptedModel([use_tools(("add", {"a": 1, "b": 1})), ModelError("down")])
+    with pytest.raises(ModelError) as caught:
+        ReActLoop(model, [add]).run("q")
+    with pytest.raises(RunError, match="ModelError: down"):
+        caught.value.result.raise_for_stop()

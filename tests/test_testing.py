@@ -111,3 +111,24 @@ def test_thread_safe_script_consumption():
         t.join()
     assert sorted(seen, key=int) == [str(i) for i in range(200)]
     model.assert_complete()
+
+
+def test_altered_redacted_thinking_is_caught():
+    from agentloops import RedactedThinking
+
+    model = ScriptedModel([use_tools(("f", {}), thinking=RedactedThinking("blob")), "done"])
+    q = Message.user("q")
+    turn = model.complete(_req(q)).message
+    results = Message("user", tuple(ToolResult(c.id, "1") for c in turn.tool_calls))
+    forged = Message("assistant", (RedactedThinking("other"), *turn.tool_calls))
+    with pytest.raises(TranscriptError, match="altered"):
+        model.complete(_req(q, forged, results))
+
+
+def test_respond_structured_dumps_a_pydantic_model():
+    import pydantic
+
+    class Route(pydantic.BaseModel):
+        route: str
+
+    assert respond_structured(Route(route="a")).output == {"route": "a"}

@@ -220,3 +220,13 @@ def test_tools_pickle_by_reference_or_by_rebuild():
     rebuilt = pickle.loads(pickle.dumps(Tool.from_function(plain, name="weather", timeout=3)))
     assert (rebuilt.name, rebuilt.timeout) == ("weather", 3)
     assert rebuilt.input_schema == Tool.from_function(plain).input_schema
+
+
+def test_a_circular_output_falls_back_to_its_text():
+    def loop() -> list[object]:
+        items: list[object] = []
+        items.append(items)
+        return items
+
+    outcome = ToolRegistry([loop]).call("loop", {})
+    assert not outcome.is_error and outcome.content == "[[...]]"

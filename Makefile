@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
-EXAMPLE := examples/market_analyst examples/market_analyst.py examples/compare_loops.py
+EXAMPLE := examples
 
 .PHONY: test lint typecheck unit demo bench docs clean
 

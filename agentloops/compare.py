@@ -8,7 +8,6 @@ tool calls and tool errors. Every started attempt is counted, including those th
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -251,11 +250,7 @@ def _attempt(
     evaluator: Judge | None,
 ) -> Attempt:
     events: list[Event] = []
-    lock = threading.Lock()  # a loop's tool calls may report from worker threads
-
-    def sink(event: Event) -> None:
-        with lock:
-            events.append(event)
+    sink = events.append  # thread-safe: a loop's tool calls may report from worker threads
 
     runner = build(sink)  # outside the try: a factory that raises is the caller's mistake
     start = time.perf_counter()

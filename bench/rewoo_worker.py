@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import random
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
 from functools import partial
+
+from machine import describe
 
 from agentloops import ReWOOPipeline, ReWOOPlan, ToolRegistry, tool
 from agentloops._placeholders import substitute
@@ -184,9 +184,7 @@ def main() -> None:
         (f"random layered, 20 steps, seed {s}", random_layered(s)) for s in range(options.seeds)
     ]
 
-    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"machine: {os.cpu_count()} cores, Python {platform.python_version()}, {sys.platform}")
-    print(f"load average at start: {load}")
+    print(describe())
     print(
         f"thread pools of {WORKERS} workers; sequential: 1 run, batch-barrier and ours: "
         f"median of {options.repeats} runs per DAG\n"

@@ -40,9 +40,8 @@ def main() -> None:
         for block in message.content:
             print(f"  {message.role:>9}: {block}")
     print(f"\nanswer: {result.answer}")
-    print(
-        f"stop: {result.stop_reason}, model calls: {result.model_calls}, tool calls: {result.tool_calls}"
-    )
+    counts = f"model calls: {result.model_calls}, tool calls: {result.tool_calls}"
+    print(f"stop: {result.stop_reason}, {counts}")
 
 
 if __name__ == "__main__":

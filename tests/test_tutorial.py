@@ -28,3 +28,16 @@ def test_tutorial_is_under_60_lines_and_every_section_it_shows_exists() -> None:
         assert f'--8<-- "examples/tutorial_agent.py:{section}"' in page
         assert f"# --8<-- [start:{section}]" in code
         assert f"# --8<-- [end:{section}]" in code
+
+
+def test_the_readme_quickstart_script_runs_offline() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "react_quickstart.py")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "answer: The two circles cover 19.635 m² together." in done.stdout
+    assert "stop: answered, model calls: 2, tool calls: 2" in done.stdout

@@ -12,7 +12,7 @@ import json
 import re
 from typing import Any
 
-_NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?")
+NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?")
 _UNKNOWN = re.compile(r"unknown ticker '([^']*)'")
 _DECODER = json.JSONDecoder()
 
@@ -40,13 +40,13 @@ def unknown_tickers(text: str) -> list[str]:
 
 def numbers(text: str) -> set[float]:
     """The figures in a text, normalised ("1,234.50" and "1234.5" are the same)."""
-    return {float(m.replace(",", "")) for m in _NUMBER.findall(text)}
+    return {float(m.replace(",", "")) for m in NUMBER.findall(text)}
 
 
 def unsupported_numbers(draft: str, evidence: str) -> list[str]:
     """Figures in the draft that appear nowhere in the evidence, as written in the draft."""
     known = numbers(evidence)
-    out = [m for m in _NUMBER.findall(draft) if float(m.replace(",", "")) not in known]
+    out = [m for m in NUMBER.findall(draft) if float(m.replace(",", "")) not in known]
     return list(dict.fromkeys(out))
 
 

@@ -60,19 +60,17 @@ class RunStore:
 
     def pending(self) -> list[str]:
         """Runs waiting for a decision, oldest first."""
-        out = []
-        for run_id in self.records.list_runs():
-            record = self.records.load(run_id)
-            if record is not None and record.get("status") == PENDING:
-                out.append(run_id)
-        return out
+        return self._with_status(PENDING)
 
     def interrupted(self) -> list[str]:
         """Runs that stopped before their draft was ready (resumable)."""
+        return self._with_status(RUNNING)
+
+    def _with_status(self, status: str) -> list[str]:
         out = []
         for run_id in self.records.list_runs():
             record = self.records.load(run_id)
-            if record is not None and record.get("status") == RUNNING:
+            if record is not None and record.get("status") == status:
                 out.append(run_id)
         return out
 

@@ -11,7 +11,13 @@ import re
 from typing import Any
 
 from market_analyst import data
-from market_analyst.facts import describe, json_objects, unknown_tickers, unsupported_numbers
+from market_analyst.facts import (
+    NUMBER,
+    describe,
+    json_objects,
+    unknown_tickers,
+    unsupported_numbers,
+)
 
 FLASH, DEEP = "flash_briefing", "deep_research"
 _FLASH_WORDS = ("snapshot", "quick", "quote", "price", "brief", "how is", "today")
@@ -228,7 +234,7 @@ def verdict(draft: str, evidence: str) -> dict[str, Any]:
         }
     if not json_objects(evidence):
         return {"verdict": "needs_human", "reasons": ["no tool output to check the draft against"]}
-    checked = len(set(re.findall(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?", draft)))
+    checked = len(set(NUMBER.findall(draft)))
     return {
         "verdict": "pass",
         "reasons": [

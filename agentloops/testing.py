@@ -117,14 +117,11 @@ class FunctionModel:
             self._check(request)
         with self._lock:
             self.requests.append(dataclasses.replace(request, messages=list(request.messages)))
-        response = self._answer(request)
+        response = self.fn(request)
         if isinstance(response, str):
             response = respond(response)
         self._remember(response.message)
         return response
-
-    def _answer(self, request: ModelRequest) -> ModelResponse | str:
-        return self.fn(request)
 
     @property
     def calls(self) -> int:
@@ -190,7 +187,7 @@ class ScriptedModel(FunctionModel):
             self._position += 1
         if isinstance(item, Exception):
             raise item
-        if callable(item) and not isinstance(item, ModelResponse):
+        if callable(item):
             return item(request)
         return item
 

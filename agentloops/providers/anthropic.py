@@ -280,10 +280,9 @@ def _blocks(content: list[ContentBlock]) -> tuple[Block, ...]:
     """Our blocks for the API's. Server-tool blocks (web search, code execution) are left
     out: agentloops never offers server tools, and a loop could not answer them."""
     blocks: list[Block] = []
-    for b in content:
+    for b in filter(_keep, content):
         if b.type == "text":
-            if b.text.strip():
-                blocks.append(Text(b.text))
+            blocks.append(Text(b.text))
         elif b.type == "thinking":
             blocks.append(Thinking(b.thinking, b.signature))
         elif b.type == "redacted_thinking":

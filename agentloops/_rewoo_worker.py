@@ -173,7 +173,6 @@ def _hooks(
 ) -> dict[str, Any]:
     """Scheduler hooks that turn dispatch, completion and skips into step events, and
     each call into tool-call events (so tools are counted as in the other loops)."""
-    roots: dict[str, str] = {}
 
     def finished(step_id: str, ok: bool, seconds: float, summary: str) -> None:
         sink(
@@ -212,8 +211,7 @@ def _hooks(
         )
         finished(step_id, not outcome.is_error, outcome.seconds, outcome.content[:200])
 
-    def on_skip(step_id: str, dep: str) -> None:
-        roots[step_id] = root = roots.get(dep, dep)
+    def on_skip(step_id: str, dep: str, root: str) -> None:
         finished(step_id, False, 0.0, _skip_text(dep, root))
 
     return {"on_start": on_start, "on_finish": on_finish, "on_skip": on_skip}

@@ -60,7 +60,7 @@ def run_graph(
     checked: bool = False,
     on_start: Callable[[K], None] | None = None,
     on_finish: Callable[[K, R | BaseException], None] | None = None,
-    on_skip: Callable[[K, K], None] | None = None,
+    on_skip: Callable[[K, K, K], None] | None = None,
 ) -> GraphRun[K, R]:
     """Run every node of a dependency graph, each as soon as its dependencies are done.
 
@@ -75,7 +75,8 @@ def run_graph(
         abort_on_failure: on the first failure stop dispatching, wait for the calls
             already running, and return with `aborted_by` set.
         checked: the caller has already ruled out unknown dependencies and cycles.
-        on_start, on_finish, on_skip: hooks called on this thread, in event order.
+        on_start, on_finish, on_skip: hooks called on this thread, in event order;
+            `on_skip(node, blocking_dependency, failed_root)`.
 
     Raises:
         ConfigurationError: a dependency names no node, or the graph has a cycle;
@@ -148,7 +149,7 @@ def _skip_dependents(
     node: K,
     dependents: Mapping[K, list[K]],
     skipped: dict[K, K],
-    on_skip: Callable[[K, K], None] | None,
+    on_skip: Callable[[K, K, K], None] | None,
 ) -> None:
     """Mark everything downstream of a failed node as skipped, naming the blocking dependency."""
     todo = deque([node])
@@ -158,7 +159,7 @@ def _skip_dependents(
             if child not in skipped:
                 skipped[child] = current
                 if on_skip is not None:
-                    on_skip(child, current)
+                    on_skip(child, current, node)  # `node` failed: the root of all of these
                 todo.append(child)
 
 

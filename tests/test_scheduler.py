@@ -126,7 +126,7 @@ def test_ties_are_dispatched_in_mapping_order() -> None:
 
 
 def test_a_failed_node_skips_its_dependents_and_says_which(pool: ThreadPoolExecutor) -> None:
-    skips: list[tuple[str, str]] = []
+    skips: list[tuple[str, str, str]] = []
     finished: list[str] = []
     deps = {"a": [], "b": ["a"], "c": ["a"], "d": ["b", "c"], "e": ["d"], "f": []}
     run = run_graph(
@@ -134,14 +134,14 @@ def test_a_failed_node_skips_its_dependents_and_says_which(pool: ThreadPoolExecu
         lambda n, r: (str.upper, (n,)),
         executor=pool,
         failed=lambda v: v == "B",
-        on_skip=lambda n, d: skips.append((n, d)),
+        on_skip=lambda n, d, root: skips.append((n, d, root)),
         on_finish=lambda n, v: finished.append(n),
     )
     assert set(run.results) == {"a", "b", "c", "f"}
     assert run.skipped == {"d": "b", "e": "d"}
     assert run.root_cause("e") == "b"
     assert run.root_cause("d") == "b"
-    assert skips == [("d", "b"), ("e", "d")]
+    assert skips == [("d", "b", "b"), ("e", "d", "b")]
     assert "d" not in finished and "e" not in finished
 
 

@@ -25,9 +25,10 @@ from agentloops.tools import ToolOutcome
 class Event:
     """Fields every event carries."""
 
-    loop: str
-    """Which loop emitted it: "react", "rewoo", "plan_execute", "router", "evaluator"."""
-    run_id: str
+    loop: str = ""
+    """Which loop emitted it: "react", "rewoo", "plan_execute", "router", "evaluator"
+    ("" on a delta straight from a model client, before a driver stamps it)."""
+    run_id: str = ""
     """Identifies one run; nested runs (a Plan-and-Execute step) have their own."""
     at: float = field(default_factory=time.perf_counter)
     """`time.perf_counter()` when the event was made: compare events, not wall clocks."""
@@ -107,6 +108,39 @@ class ApprovalRequested(Event):
     calls: list[Any]
     """The `ToolCall`s waiting for a decision."""
 
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TextDelta(Event):
+    """A piece of the reply's text as the model writes it (streaming only)."""
+
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ThinkingDelta(Event):
+    """A piece of the model's visible reasoning as it is written (streaming only)."""
+
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolCallDelta(Event):
+    """A piece of a tool call as the model writes it (streaming only).
+
+    The first delta of a call carries its `call_id` and `name`; `arguments` is the next
+    fragment of the arguments' JSON (join the fragments of one `index` to read them).
+    A call is run only from the complete reply, never from its fragments.
+    """
+
+    index: int
+    """The call's position among this reply's tool calls."""
+    call_id: str = ""
+    name: str = ""
+    arguments: str = ""
+
+
+Delta = TextDelta | ThinkingDelta | ToolCallDelta
+"""What a streaming model client yields before its final `ModelResponse`."""
 
 EventSink = Callable[[Event], None]
 

@@ -6,10 +6,14 @@ Every provider (Claude, an OpenAI-compatible server, a test fake) implements
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from agentloops.messages import Message
+
+if TYPE_CHECKING:
+    from agentloops.events import Delta
 
 StopReason = Literal[
     "end_turn",
@@ -127,3 +131,30 @@ class ModelClient(Protocol):
     """
 
     def complete(self, request: ModelRequest) -> ModelResponse: ...
+
+
+@runtime_checkable
+class AsyncModelClient(Protocol):
+    """A client with a native async call; `arun` awaits it (a sync-only client runs in a
+    worker thread instead)."""
+
+    async def acomplete(self, request: ModelRequest) -> ModelResponse: ...
+
+
+@runtime_checkable
+class StreamingModelClient(Protocol):
+    """A client that streams: deltas (`TextDelta`, `ThinkingDelta`, `ToolCallDelta`) as
+    they arrive, then exactly one final `ModelResponse`, the same one `complete` returns.
+
+    A stream cut off before its final response raises `ModelError`; closing the iterator
+    early abandons the call.
+    """
+
+    def stream(self, request: ModelRequest) -> Iterator[Delta | ModelResponse]: ...
+
+
+@runtime_checkable
+class AsyncStreamingModelClient(Protocol):
+    """The async form of `StreamingModelClient`."""
+
+    def astream(self, request: ModelRequest) -> AsyncIterator[Delta | ModelResponse]: ...

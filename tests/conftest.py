@@ -33,6 +33,12 @@ if "httpcore2" not in Mocker.registry:
         ]
 
 
+@pytest.fixture
+def anyio_backend() -> str:
+    """Async tests (`@pytest.mark.anyio`) run on asyncio, anyio's pytest plugin drives them."""
+    return "asyncio"
+
+
 @pytest.fixture(autouse=True)
 def _no_anthropic_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """The SDK reads ANTHROPIC_BASE_URL, ANTHROPIC_CUSTOM_HEADERS, profiles... from the env:

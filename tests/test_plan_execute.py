@@ -224,7 +224,7 @@ def test_an_invalid_plan_names_every_problem_before_anything_runs(
         PlanAndExecute(model, tools, max_plan_steps=2).run("t")
     assert caught.value.problems == problems
     assert caught.value.plan == Plan.model_validate(plan)
-    assert caught.value.result.stop_reason == "error"
+    assert caught.value.result.stop_reason == "invalid_plan"  # as in ReWOO
     assert caught.value.result.model_calls == 1
     assert ran == {"price": 0, "news": 0}
     assert plan_problems(Plan.model_validate(plan), max_steps=2) == problems

@@ -1,8 +1,9 @@
-"""The events drivers make around the effects they perform (both drivers use these)."""
+"""What both drivers share: the events they make around the effects they perform, and
+the plain effects they perform alike."""
 
 from __future__ import annotations
 
-from agentloops.engine.effects import CallModel, StartTool
+from agentloops.engine.effects import CallModel, Save, StartTool
 from agentloops.events import ModelCallFinished, ModelCallStarted, ToolCallFinished, ToolCallStarted
 from agentloops.model import ModelResponse
 from agentloops.tools import ToolOutcome
@@ -39,6 +40,14 @@ def tool_finished(e: StartTool, outcome: ToolOutcome) -> ToolCallFinished:
 
 
 def lost(exc: BaseException) -> ToolOutcome:
-    """The outcome of a call an executor failed to run (its failure, not the run's)."""
-    text = f"the executor could not run this call: {type(exc).__name__}: {exc}"
+    """The outcome of a step an executor failed to run (its failure, not the run's)."""
+    text = f"the executor could not run this step: {type(exc).__name__}: {exc}"
     return ToolOutcome(content=text, is_error=True)
+
+
+def save(effect: Save) -> None:
+    """Perform a `Save`: store the state, or delete it when it is `None`."""
+    if effect.state is None:
+        effect.store.delete(effect.run_id)
+    else:
+        effect.store.save(effect.run_id, effect.state)

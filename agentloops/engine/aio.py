@@ -76,7 +76,7 @@ async def drive(
                 elif kind is Emit:
                     yield effect.event  # type: ignore[union-attr]
                 elif kind is Save:
-                    await asyncio.to_thread(effect.store.save, effect.run_id, effect.state)  # type: ignore[union-attr]
+                    await asyncio.to_thread(_events.save, effect)  # type: ignore[arg-type]
                 elif kind is not Decide:  # Decide: nobody to ask in a plain run
                     raise TypeError(f"not an effect: {effect!r}")
             except Exception as exc:  # the machine decides: attach its partial result, raise

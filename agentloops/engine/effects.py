@@ -76,11 +76,12 @@ class Decide:
 
 @dataclass(slots=True)
 class Save:
-    """Store `state` for `run_id` in `store` (a Plan-and-Execute checkpoint)."""
+    """Store `state` for `run_id` in `store` (a Plan-and-Execute checkpoint); `None`
+    deletes what is stored."""
 
     store: Checkpointer
     run_id: str
-    state: dict[str, Any]
+    state: dict[str, Any] | None
 
 
 @dataclass(slots=True)

@@ -43,3 +43,7 @@ class ToolHost:
     async def acall(self, name: str, args: dict[str, Any]) -> ToolOutcome:
         """One call under asyncio: it must not block the event loop."""
         return await asyncio.to_thread(self.registry.call, name, args)
+
+
+NO_TOOLS = ToolHost(ToolRegistry())
+"""The host of machines that never call a tool (structured output, a router, an evaluator)."""

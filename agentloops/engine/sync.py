@@ -67,7 +67,7 @@ def drive(
                 elif kind is Decide:
                     outcome = None  # nobody to ask in a plain run: the machine pauses
                 elif kind is Save:
-                    effect.store.save(effect.run_id, effect.state)  # type: ignore[union-attr]
+                    _events.save(effect)  # type: ignore[arg-type]
                     outcome = None
                 else:
                     raise TypeError(f"not an effect: {effect!r}")

@@ -21,6 +21,7 @@ STATE_FORMAT = 1
 
 StepStatus = Literal["pending", "done", "incomplete", "paused"]
 PlanStopReason = Literal[
+    "running",
     "answered",
     "approval_required",
     "refused",
@@ -46,8 +47,8 @@ class PlanExecuteResult:
     run_id: str
     stop_reason: PlanStopReason
     """"answered", "approval_required", "refused", "max_tokens", "context_window",
-    "empty" (the reporter's reply), or "invalid_plan" / "error" (on an exception's
-    `.result`)."""
+    "empty" (the reporter's reply), "invalid_plan" / "error" (on an exception's
+    `.result`), or "running" (from `status` of a run that has not finished)."""
     step_status: list[StepStatus] = field(default_factory=list)
     """Per step: "pending", "done", "incomplete" (stopped short, e.g. at its limit), "paused"."""
     tool_calls: int = 0
@@ -90,7 +91,7 @@ class RunState:
     paused: ReActResult | None = None
     """The paused step's ReAct result, while it waits for approval (saved as its state)."""
     answer: str = ""
-    stop_reason: PlanStopReason | Literal["running"] = "running"
+    stop_reason: PlanStopReason = "running"
     detail: str = ""
 
     def next_step(self) -> int | None:
@@ -144,7 +145,6 @@ class RunState:
     ) -> PlanExecuteResult:
         paused = self.paused
         stop = stop_reason or self.stop_reason
-        assert stop != "running", "a running state has no result yet"
         return PlanExecuteResult(
             answer=self.answer,
             plan=self.plan,

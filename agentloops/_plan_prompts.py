@@ -1,4 +1,4 @@
-"""Plan-and-Execute prompts: what each role is told, and the plan schema the planner fills.
+"""Plan-and-Execute prompts: what each role is told, and how a run is written into them.
 
 Each system prompt starts with a stable first line naming its role, so logs, caches and
 offline demo models can tell the calls apart. Override them on `PlanAndExecute`.
@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import pydantic
-
+from agentloops._text import cut_tail
 from agentloops.tools import ToolRegistry
 
 if TYPE_CHECKING:
+    from agentloops._plan_schema import Plan
     from agentloops._plan_state import RunState
 
 PLANNER_SYSTEM = """You are the planner of a Plan-and-Execute agent.
@@ -39,54 +39,6 @@ remaining steps to replace them (an empty list when the findings already answer 
 task). Never repeat a finished step."""
 
 
-class PlanStep(pydantic.BaseModel):
-    """One step of a plan, as the planner writes it."""
-
-    model_config = pydantic.ConfigDict(defer_build=True)  # built on first use: fast import
-
-    step_number: int = pydantic.Field(description="1, 2, 3, ... in the order to run")
-    description: str = pydantic.Field(description="what this step must find out or do")
-    tool_hint: str | None = pydantic.Field(
-        default=None, description="the tool this step most likely needs, or null"
-    )
-
-
-class Plan(pydantic.BaseModel):
-    """The planner's answer: the steps to run, in order."""
-
-    model_config = pydantic.ConfigDict(defer_build=True)
-
-    steps: list[PlanStep]
-
-
-class PlanRevision(pydantic.BaseModel):
-    """The replanner's answer: keep the remaining steps, or replace them."""
-
-    model_config = pydantic.ConfigDict(defer_build=True)
-
-    revise: bool = pydantic.Field(description="true to replace the remaining steps")
-    steps: list[PlanStep] = pydantic.Field(
-        default_factory=list, description="the new remaining steps (empty: nothing left to do)"
-    )
-    reason: str = pydantic.Field(default="", description="why, in one sentence")
-
-
-def plan_problems(plan: Plan, *, max_steps: int) -> list[str]:
-    """Every reason `plan` must not run: empty, too long, duplicate numbers, blank steps."""
-    problems = []
-    if not plan.steps:
-        problems.append("the plan has no steps")
-    if len(plan.steps) > max_steps:
-        problems.append(f"the plan has {len(plan.steps)} steps; max_plan_steps={max_steps}")
-    numbers = [s.step_number for s in plan.steps]
-    for n in sorted({n for n in numbers if numbers.count(n) > 1}):
-        problems.append(f"step number {n} is used {numbers.count(n)} times")
-    for s in plan.steps:
-        if not s.description.strip():
-            problems.append(f"step {s.step_number}: the description is blank")
-    return problems
-
-
 def planning_prompt(
     task: str,
     tools: ToolRegistry,
@@ -94,7 +46,7 @@ def planning_prompt(
     rejected: tuple[Plan, list[str]] | None = None,
 ) -> str:
     """The planner's user message: the task, the tools, the limit, and any rejected plan."""
-    listed = "\n".join(f"- {t.name}: {t.description.splitlines()[0]}" for t in tools)
+    listed = "\n".join(f"- {t.name}: {t.description.partition(chr(10))[0]}" for t in tools)
     parts = [
         f"Task: {task}",
         f"Tools the executor can use:\n{listed or '(none)'}",
@@ -114,9 +66,7 @@ def digest(state: RunState, upto: int, max_chars: int) -> str:
     """The findings of steps before `upto`, each cut to `max_chars` (never transcripts)."""
     lines = []
     for step, record in zip(state.plan.steps[:upto], state.steps[:upto], strict=True):
-        text = record.result
-        if len(text) > max_chars:
-            text = text[:max_chars] + f" [... {len(text) - max_chars} characters cut]"
+        text = cut_tail(record.result, max_chars)
         lines.append(f"Step {step.step_number} ({step.description}): {text}")
     return "\n".join(lines) or "(none yet: this is the first step)"
 

@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agentloops._plan_prompts import Plan, PlanRevision, PlanStep, plan_problems
+from agentloops._plan_schema import Plan, PlanRevision, PlanStep, plan_problems
 from agentloops.errors import CheckpointError, TranscriptError, raise_for_stop
 from agentloops.messages import ToolCall, validate_transcript
 from agentloops.model import Usage
@@ -20,6 +20,17 @@ STATE_FORMAT = 1
 """The version of the saved run state; a newer one is refused, never misread."""
 
 StepStatus = Literal["pending", "done", "incomplete", "paused"]
+PlanStopReason = Literal[
+    "running",
+    "answered",
+    "approval_required",
+    "refused",
+    "max_tokens",
+    "context_window",
+    "empty",
+    "invalid_plan",
+    "error",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,9 +45,10 @@ class PlanExecuteResult:
     """Every model call of the run: planner, steps, replanner, reporter."""
     model_calls: int
     run_id: str
-    stop_reason: str
-    """"answered", "approval_required", "refused", "max_tokens", "context_window" (the
-    reporter's reply), or "error" (on an exception's `.result`)."""
+    stop_reason: PlanStopReason
+    """"answered", "approval_required", "refused", "max_tokens", "context_window",
+    "empty" (the reporter's reply), "invalid_plan" / "error" (on an exception's
+    `.result`), or "running" (from `status` of a run that has not finished)."""
     step_status: list[StepStatus] = field(default_factory=list)
     """Per step: "pending", "done", "incomplete" (stopped short, e.g. at its limit), "paused"."""
     tool_calls: int = 0
@@ -79,7 +91,7 @@ class RunState:
     paused: ReActResult | None = None
     """The paused step's ReAct result, while it waits for approval (saved as its state)."""
     answer: str = ""
-    stop_reason: str = "running"
+    stop_reason: PlanStopReason = "running"
     detail: str = ""
 
     def next_step(self) -> int | None:
@@ -128,8 +140,11 @@ class RunState:
         self.steps = self.steps[:i] + [StepRecord() for _ in new]
         return [revision.reason or "the remaining steps were revised"]
 
-    def result(self, **override: str) -> PlanExecuteResult:
+    def result(
+        self, *, stop_reason: PlanStopReason | None = None, detail: str | None = None
+    ) -> PlanExecuteResult:
         paused = self.paused
+        stop = stop_reason or self.stop_reason
         return PlanExecuteResult(
             answer=self.answer,
             plan=self.plan,
@@ -137,12 +152,12 @@ class RunState:
             usage=sum((s.usage for s in self.steps), self.usage),
             model_calls=self.model_calls + sum(s.model_calls for s in self.steps),
             run_id=self.run_id,
-            stop_reason=override.get("stop_reason", self.stop_reason),
+            stop_reason=stop,
             step_status=[s.status for s in self.steps],
             tool_calls=sum(s.tool_calls for s in self.steps),
             replans=self.replans,
             pending_approvals=paused.pending_approvals if paused is not None else [],
-            detail=override.get("detail", self.detail),
+            detail=self.detail if detail is None else detail,
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -19,6 +19,8 @@ ReActStopReason = Literal[
     "refused",
     "max_tokens",
     "context_window",
+    "empty",
+    "max_tool_calls",
     "error",
 ]
 

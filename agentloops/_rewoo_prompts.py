@@ -7,10 +7,10 @@ agent.") so a fake or offline model can tell the roles apart.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from typing import TYPE_CHECKING
 
-from agentloops._rewoo_worker import NOT_RUN
+from agentloops._text import cut
 from agentloops.tools import ToolOutcome, ToolRegistry
 
 if TYPE_CHECKING:
@@ -69,21 +69,16 @@ def planner_prompt(task: str, previous: str | None = None, problems: Sequence[st
     )
 
 
-def cut(text: str, limit: int) -> str:
-    """`text` cut to its head and tail with a visible marker when longer than `limit`."""
-    if len(text) <= limit:
-        return text
-    head = limit // 2
-    tail = limit - head
-    omitted = len(text) - limit
-    return (
-        f"{text[:head]}\n[... evidence cut: {omitted} of {len(text)} characters omitted ...]\n"
-        f"{text[-tail:] if tail else ''}"
-    )
+def _cut(text: str, limit: int) -> str:
+    return cut(text, limit, "[... evidence cut: {cut} of {total} characters omitted ...]")
 
 
 def solver_prompt(
-    task: str, plan: ReWOOPlan, evidence: Mapping[str, ToolOutcome], max_chars: int
+    task: str,
+    plan: ReWOOPlan,
+    evidence: Mapping[str, ToolOutcome],
+    skipped: Set[str],
+    max_chars: int,
 ) -> str:
     """The solver's user turn: the task, then each step with its status and output."""
     parts = [
@@ -92,16 +87,16 @@ def solver_prompt(
         "produced no result: treat it as missing evidence, never as a finding.",
     ]
     for step in plan.steps:
-        args = cut(json.dumps(step.tool_args, ensure_ascii=False, default=str), max_chars)
+        args = _cut(json.dumps(step.tool_args, ensure_ascii=False, default=str), max_chars)
         head = f"{step.step_id}: {step.description}\ncall: {step.tool_name}({args})"
         outcome = evidence.get(step.step_id)
         if outcome is None:
             parts.append(f"{head}\nstatus: MISSING (the step did not finish; no result)")
         elif not outcome.is_error:
-            parts.append(f"{head}\nstatus: ok\noutput:\n{cut(outcome.content, max_chars)}")
-        elif outcome.content.startswith(NOT_RUN):
+            parts.append(f"{head}\nstatus: ok\noutput:\n{_cut(outcome.content, max_chars)}")
+        elif step.step_id in skipped:
             parts.append(f"{head}\nstatus: NOT RUN (no result)\nwhy: {outcome.content}")
         else:
-            body = cut(outcome.content, max_chars)
+            body = _cut(outcome.content, max_chars)
             parts.append(f"{head}\nstatus: FAILED (the tool returned an error, no result)\n{body}")
     return "\n\n".join(parts)

@@ -11,7 +11,14 @@ from agentloops.model import Usage
 from agentloops.tools import ToolOutcome
 
 ReWOOStopReason = Literal[
-    "answered", "refused", "max_tokens", "context_window", "invalid_plan", "tool_failed", "error"
+    "answered",
+    "refused",
+    "max_tokens",
+    "context_window",
+    "empty",
+    "invalid_plan",
+    "tool_failed",
+    "error",
 ]
 
 

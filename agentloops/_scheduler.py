@@ -1,41 +1,38 @@
-"""A dependency-ready scheduler for a graph of independent calls, on any executor.
+"""A dependency-ready scheduler for a graph of tool calls, as a step machine.
 
-Each node is submitted the moment its last dependency finishes (not in waves), so a
-short chain never waits for an unrelated long branch. No model code lives here: the
-ReWOO worker uses it, and Plan-and-Execute may too.
+Each node is started the moment its last dependency finishes (not in waves), so a short
+chain never waits for an unrelated long branch. It decides only what to start and when;
+the driver runs the calls (threads, asyncio tasks, or an executor). No model code lives
+here: the ReWOO worker uses it.
 """
 
 from __future__ import annotations
 
-import queue
 from collections import deque
-from collections.abc import Callable, Hashable, Mapping, Sequence
-from concurrent.futures import Executor, Future
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from agentloops.engine.effects import Effect, Machine, NextTool, StartTool
 from agentloops.errors import ConfigurationError
 
 K = TypeVar("K", bound=Hashable)
 R = TypeVar("R")
 
-Task = tuple[Callable[..., Any], tuple[Any, ...]]
-"""What to submit for one node: a function and its positional arguments. Keep the
-function module-level and the arguments picklable when the executor is remote."""
+Hook = Callable[..., Iterable[Effect]]
+"""A hook returns effects to yield (events to emit), or nothing."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class GraphRun(Generic[K, R]):
-    """What a `run_graph` call did with each node."""
+    """What the scheduler did with each node."""
 
     results: dict[K, R]
-    """Nodes whose call returned, in the order they finished."""
-    errors: dict[K, BaseException] = field(default_factory=dict)
-    """Nodes whose call raised (an executor failure: a tool's own errors are values)."""
+    """Nodes whose call finished, in the order they finished."""
     skipped: dict[K, K] = field(default_factory=dict)
     """Nodes not run, each mapped to the dependency that failed or was itself skipped."""
     not_started: list[K] = field(default_factory=list)
-    """Nodes never dispatched because the run aborted."""
+    """Nodes never started because the run aborted."""
     aborted_by: K | None = None
     """The failed node that stopped dispatching (abort mode only)."""
 
@@ -52,96 +49,91 @@ def _never(_value: Any) -> bool:
 
 def run_graph(
     deps: Mapping[K, Sequence[K]],
-    prepare: Callable[[K, Mapping[K, R]], Task],
+    start: Callable[[K, Mapping[K, R]], StartTool],
     *,
-    executor: Executor,
+    limit: int,
     failed: Callable[[R], bool] = _never,
     abort_on_failure: bool = False,
     checked: bool = False,
-    on_start: Callable[[K], None] | None = None,
-    on_finish: Callable[[K, R | BaseException], None] | None = None,
-    on_skip: Callable[[K, K, K], None] | None = None,
-) -> GraphRun[K, R]:
+    on_start: Hook | None = None,
+    on_finish: Hook | None = None,
+    on_skip: Hook | None = None,
+) -> Machine[GraphRun[K, R]]:
     """Run every node of a dependency graph, each as soon as its dependencies are done.
 
     Args:
         deps: each node's dependencies; the mapping's order breaks ties between nodes
             that become ready together.
-        prepare: called on this thread when a node is ready, with the results so far;
-            returns the function and arguments to submit for it.
-        executor: where calls run (a thread pool, or any `concurrent.futures.Executor`).
+        start: called when a node is ready, with the results so far; returns the
+            `StartTool` effect for it (its call id must be unique in the graph).
+        limit: at most this many calls started and not yet finished.
         failed: tells a failed result from a good one; a failed node's dependents are
-            skipped (or, with `abort_on_failure`, nothing more is dispatched).
-        abort_on_failure: on the first failure stop dispatching, wait for the calls
+            skipped (or, with `abort_on_failure`, nothing more is started).
+        abort_on_failure: on the first failure start nothing more, wait for the calls
             already running, and return with `aborted_by` set.
         checked: the caller has already ruled out unknown dependencies and cycles.
-        on_start, on_finish, on_skip: hooks called on this thread, in event order;
+        on_start, on_finish, on_skip: hooks returning effects to yield (events), in
+            event order: `on_start(node)`, `on_finish(node, result)`,
             `on_skip(node, blocking_dependency, failed_root)`.
 
     Raises:
         ConfigurationError: a dependency names no node, or the graph has a cycle;
-            raised before anything is submitted.
+            raised when this is called, before anything starts.
     """
     if not checked:
         _check(deps)
+    return _run(deps, start, limit, failed, abort_on_failure, on_start, on_finish, on_skip)
+
+
+def _run(
+    deps: Mapping[K, Sequence[K]],
+    start: Callable[[K, Mapping[K, R]], StartTool],
+    limit: int,
+    failed: Callable[[R], bool],
+    abort: bool,
+    on_start: Hook | None,
+    on_finish: Hook | None,
+    on_skip: Hook | None,
+) -> Machine[GraphRun[K, R]]:
     remaining = {node: len(set(d)) for node, d in deps.items()}
     dependents: dict[K, list[K]] = {node: [] for node in deps}
     for node, d in deps.items():
         for dep in dict.fromkeys(d):
             dependents[dep].append(node)
-
     run: GraphRun[K, R] = GraphRun(results={})
-    done: queue.SimpleQueue[tuple[K, Future[R]]] = queue.SimpleQueue()
-    running: set[Future[R]] = set()
+    ready = deque(node for node, n in remaining.items() if n == 0)
+    running: dict[str, K] = {}  # call id -> node
+    where: tuple[str, str] = ("", "")  # the loop and run id of the calls, for NextTool
     stopped = False
-
-    def dispatch(node: K) -> None:
-        fn, args = prepare(node, run.results)
-        if on_start is not None:
-            on_start(node)
-        try:
-            future = executor.submit(fn, *args)
-        except Exception as exc:  # e.g. arguments a remote executor cannot pickle
-            future = Future()
-            future.set_exception(exc)
-        running.add(future)
-        # The callback runs on the executor's thread; the queue hands the node back here.
-        future.add_done_callback(lambda f: done.put((node, f)))
-
-    try:
-        for node, count in remaining.items():
-            if count == 0:
-                dispatch(node)
-        while running:
-            node, future = done.get()
-            running.discard(future)
-            try:
-                value: R | BaseException = future.result()
-                ok = not failed(value)  # type: ignore[arg-type]
-                run.results[node] = value  # type: ignore[assignment]
-            except BaseException as exc:  # an executor failure is this node's failure
-                value, ok = exc, False
-                run.errors[node] = exc
-            if on_finish is not None:
-                on_finish(node, value)
-            if ok:
-                for child in dependents[node]:
-                    remaining[child] -= 1
-                    if remaining[child] == 0 and not stopped and child not in run.skipped:
-                        dispatch(child)
-            elif abort_on_failure:
-                if not stopped:
-                    stopped = True
-                    object.__setattr__(run, "aborted_by", node)
-            else:
-                _skip_dependents(node, dependents, run.skipped, on_skip)
-    except BaseException:
-        for future in running:  # a hook or `prepare` raised: start nothing more
-            future.cancel()
-        raise
+    while ready or running:
+        while ready and len(running) < limit and not stopped:
+            node = ready.popleft()
+            effect = start(node, run.results)
+            running[effect.call.id] = node
+            where = (effect.loop, effect.run_id)
+            if on_start is not None:
+                yield from on_start(node)
+            yield effect
+        if not running:
+            break
+        call_id, value = yield NextTool(*where)
+        node = running.pop(call_id)
+        run.results[node] = value
+        if on_finish is not None:
+            yield from on_finish(node, value)
+        if not failed(value):
+            for child in dependents[node]:
+                remaining[child] -= 1
+                if remaining[child] == 0 and child not in run.skipped:
+                    ready.append(child)
+        elif abort:
+            if not stopped:
+                stopped = True
+                object.__setattr__(run, "aborted_by", node)
+        else:
+            yield from _skip_dependents(node, dependents, run.skipped, on_skip)
     if stopped:
-        finished = run.results.keys() | run.errors.keys()
-        run.not_started.extend(n for n in deps if n not in finished)
+        run.not_started.extend(n for n in deps if n not in run.results)
     return run
 
 
@@ -149,8 +141,8 @@ def _skip_dependents(
     node: K,
     dependents: Mapping[K, list[K]],
     skipped: dict[K, K],
-    on_skip: Callable[[K, K, K], None] | None,
-) -> None:
+    on_skip: Hook | None,
+) -> Machine[None]:
     """Mark everything downstream of a failed node as skipped, naming the blocking dependency."""
     todo = deque([node])
     while todo:
@@ -159,7 +151,7 @@ def _skip_dependents(
             if child not in skipped:
                 skipped[child] = current
                 if on_skip is not None:
-                    on_skip(child, current, node)  # `node` failed: the root of all of these
+                    yield from on_skip(child, current, node)  # `node` failed: the root
                 todo.append(child)
 
 

@@ -8,11 +8,12 @@
     ├── PlanValidationError         a plan that must not run (`.problems`)
     ├── CheckpointError             a saved run that cannot be loaded (`.run_id`)
     └── RunError                    a run stopped short of an answer (`.result`)
-        ├── StepLimitExceeded       `max_steps` reached
+        ├── StepLimitExceeded       `max_steps` (or `max_tool_calls`) reached
         ├── BudgetExceeded          the token budget is spent
         ├── RunStalled              the same calls gave the same results again and again
         ├── ModelRefused            the model declined to answer
         ├── OutputTruncated         the answer was cut by `max_tokens` or the context window
+        ├── EmptyReply              the model answered with nothing, even when asked again
         ├── ApprovalRequired        a tool call waits for a human decision
         └── ToolStepFailed          a tool step failed with `on_tool_error="abort"`
 
@@ -122,6 +123,10 @@ class OutputTruncated(RunError):
     """The answer was cut off by `max_tokens` or by the context window."""
 
 
+class EmptyReply(RunError):
+    """The model's reply was empty, and still empty when it was asked once more."""
+
+
 class ApprovalRequired(RunError):
     """A tool call is waiting for a human decision; see `result.pending_approvals`."""
 
@@ -132,6 +137,8 @@ class ToolStepFailed(RunError):
 
 STOP_ERRORS: dict[str, type[RunError]] = {
     "max_steps": StepLimitExceeded,
+    "max_tool_calls": StepLimitExceeded,
+    "empty": EmptyReply,
     "budget": BudgetExceeded,
     "stalled": RunStalled,
     "approval_required": ApprovalRequired,

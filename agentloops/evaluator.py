@@ -12,10 +12,13 @@ from typing import Any, Literal
 
 import pydantic
 
+from agentloops.engine import aio, sync
+from agentloops.engine.effects import Machine
+from agentloops.engine.host import NO_TOOLS as _NO_TOOLS
 from agentloops.errors import check_limits
 from agentloops.events import EventSink
 from agentloops.model import ModelClient, Usage
-from agentloops.structured import ask_structured
+from agentloops.structured import structured_machine
 
 EVALUATOR_SYSTEM = """You are the evaluator of an agent's draft answer.
 You see the task, the draft and the evidence the draft may rely on, and nothing else. \
@@ -115,13 +118,20 @@ class Evaluator:
 
     def evaluate(self, task: str, draft: str, evidence: Evidence = None) -> Verdict:
         """Judge `draft` as an answer to `task`, given only `evidence`."""
-        reply = ask_structured(
+        return sync.run(self.machine(task, draft, evidence), _NO_TOOLS, self.on_event)
+
+    async def aevaluate(self, task: str, draft: str, evidence: Evidence = None) -> Verdict:
+        """`evaluate` on the event loop."""
+        return await aio.run(self.machine(task, draft, evidence), _NO_TOOLS, self.on_event)
+
+    def machine(self, task: str, draft: str, evidence: Evidence = None) -> Machine[Verdict]:
+        """`evaluate` as a step machine (see `agentloops.engine`)."""
+        reply = yield from structured_machine(
             self.model,
             _Reply,
             self.prompt(task, draft, evidence),
             system=self.system,
             max_retries=self.max_retries,
-            on_event=self.on_event,
             loop="evaluator",
         )
         return Verdict(

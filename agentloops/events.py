@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from agentloops.messages import Block, block_to_dict
-from agentloops.model import ModelClient, ModelRequest, ModelResponse, Usage
+from agentloops.model import Usage
 from agentloops.tools import ToolOutcome
 
 
@@ -143,43 +143,6 @@ Delta = TextDelta | ThinkingDelta | ToolCallDelta
 """What a streaming model client yields before its final `ModelResponse`."""
 
 EventSink = Callable[[Event], None]
-
-
-def emit(sink: EventSink | None, kind: type[Event], /, **fields: Any) -> None:
-    """Build an event of `kind` from `fields` and send it, only when a sink is set."""
-    if sink is not None:
-        sink(kind(**fields))
-
-
-def complete_with_events(
-    model: ModelClient,
-    request: ModelRequest,
-    on_event: EventSink | None,
-    loop: str,
-    run_id: str,
-    step: int,
-) -> ModelResponse:
-    """One model call, between `ModelCallStarted` and `ModelCallFinished` when a sink is set.
-
-    Every loop makes its model calls through here. A call that raises emits no finished event.
-    """
-    if on_event is None:
-        return model.complete(request)
-    on_event(ModelCallStarted(loop=loop, run_id=run_id, step=step, messages=len(request.messages)))
-    start = time.perf_counter()
-    response = model.complete(request)
-    on_event(
-        ModelCallFinished(
-            loop=loop,
-            run_id=run_id,
-            step=step,
-            stop_reason=response.stop_reason,
-            usage=response.usage,
-            model=response.model,
-            seconds=time.perf_counter() - start,
-        )
-    )
-    return response
 
 
 def _plain(value: Any) -> Any:

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 import pydantic
@@ -21,17 +20,18 @@ from agentloops._plan_prompts import (
     PLANNER_SYSTEM,
     REPLANNER_SYSTEM,
     REPORTER_SYSTEM,
-    Plan,
-    PlanRevision,
-    PlanStep,
-    plan_problems,
     planning_prompt,
     replanning_prompt,
     report_prompt,
     step_prompt,
 )
-from agentloops._plan_state import PlanExecuteResult, RunState, StepRecord
+from agentloops._plan_schema import Plan, PlanRevision, PlanStep, plan_problems
+from agentloops._plan_state import PlanExecuteResult, PlanStopReason, RunState, StepRecord
 from agentloops.checkpoint import Checkpointer, MemoryCheckpointer
+from agentloops.engine import aio, streams, sync
+from agentloops.engine.effects import Emit, Machine, Save
+from agentloops.engine.host import ToolHost
+from agentloops.engine.runs import Clock, lifecycle
 from agentloops.errors import (
     AgentLoopsError,
     ConfigurationError,
@@ -44,15 +44,12 @@ from agentloops.events import (
     EventSink,
     PlanMade,
     Replanned,
-    RunFinished,
-    RunStarted,
     StepFinished,
     StepStarted,
-    emit,
 )
-from agentloops.model import ModelClient, answer_stop
+from agentloops.model import ModelClient
 from agentloops.react import ReActLoop, ReActResult
-from agentloops.structured import ask_structured, ask_text
+from agentloops.structured import reply_stop, structured_machine, text_machine
 from agentloops.tools import ApprovalPolicy, Tool, ToolRegistry
 
 _LOOP = "plan_execute"
@@ -95,10 +92,14 @@ class PlanAndExecute:
         max_retries: retries for the planner's and replanner's structured output.
         max_digest_chars: how much of each earlier step's result a step sees.
         max_tokens: output limit per model call (`None`: the client's default).
-        planner_system: the planner's system prompt.
-        executor_system: the system prompt of each step's ReAct loop.
-        reporter_system: the reporter's system prompt.
-        replanner_system: the replanner's system prompt.
+        planner_system: the planner's system prompt (`None`: `PLANNER_SYSTEM`).
+        executor_system: the system prompt of each step's ReAct loop (`None`:
+            `EXECUTOR_SYSTEM`).
+        reporter_system: the reporter's system prompt (`None`: `REPORTER_SYSTEM`).
+        replanner_system: the replanner's system prompt (`None`: `REPLANNER_SYSTEM`).
+
+    The default prompts are module constants of `agentloops.plan_execute`; read them
+    there, or in docs/plan-and-execute.md.
     """
 
     def __init__(
@@ -118,10 +119,10 @@ class PlanAndExecute:
         max_retries: int = 2,
         max_digest_chars: int = 2000,
         max_tokens: int | None = None,
-        planner_system: str = PLANNER_SYSTEM,
-        executor_system: str = EXECUTOR_SYSTEM,
-        reporter_system: str = REPORTER_SYSTEM,
-        replanner_system: str = REPLANNER_SYSTEM,
+        planner_system: str | None = None,
+        executor_system: str | None = None,
+        reporter_system: str | None = None,
+        replanner_system: str | None = None,
     ):
         check_limits(
             max_plan_steps=(max_plan_steps, 1),
@@ -136,7 +137,7 @@ class PlanAndExecute:
         self.step_loop = ReActLoop(
             self.executor,
             tools,
-            system=executor_system,
+            system=EXECUTOR_SYSTEM if executor_system is None else executor_system,
             max_steps=max_step_iterations,
             max_tokens=max_tokens,
             approval=approval,
@@ -152,9 +153,11 @@ class PlanAndExecute:
         self.max_retries = max_retries
         self.max_digest_chars = max_digest_chars
         self.max_tokens = max_tokens
-        self.planner_system = planner_system
-        self.reporter_system = reporter_system
-        self.replanner_system = replanner_system
+        self.planner_system = PLANNER_SYSTEM if planner_system is None else planner_system
+        self.reporter_system = REPORTER_SYSTEM if reporter_system is None else reporter_system
+        self.replanner_system = REPLANNER_SYSTEM if replanner_system is None else replanner_system
+
+    # -- drivers -------------------------------------------------------------------
 
     def run(self, task: str, *, run_id: str | None = None) -> PlanExecuteResult:
         """Plan, run every step, report. Stops early only to wait for an approval.
@@ -165,12 +168,28 @@ class PlanAndExecute:
             AgentLoopsError: a model failure; `.result` holds what finished, and with a
                 checkpointer `resume(run_id)` continues from the last finished step.
         """
-        run_id = run_id or uuid.uuid4().hex[:12]
-        if self._store.load(run_id) is not None:
-            raise ConfigurationError(f"run {run_id!r} already exists; resume it or pick another")
-        state = RunState(run_id=run_id, task=task)
-        self._save(state)  # a crash while planning stays resumable
-        return self._drive(state)
+        machine = self.machine(task, run_id=run_id, observed=self.on_event is not None)
+        return sync.run(machine, self._host(), self.on_event)
+
+    async def arun(self, task: str, *, run_id: str | None = None) -> PlanExecuteResult:
+        """`run` on the event loop."""
+        machine = self.machine(task, run_id=run_id, observed=self.on_event is not None)
+        return await aio.run(machine, self._host(), self.on_event)
+
+    def stream(
+        self, task: str, *, run_id: str | None = None
+    ) -> Iterator[Event | PlanExecuteResult]:
+        """Every event of the run as it happens (the steps' too, deltas included), then
+        the result."""
+        machine = self.machine(task, run_id=run_id, observed=True)
+        return streams.stream(machine, self._host(), self.on_event)
+
+    def astream(
+        self, task: str, *, run_id: str | None = None
+    ) -> AsyncIterator[Event | PlanExecuteResult]:
+        """`stream` on the event loop."""
+        machine = self.machine(task, run_id=run_id, observed=True)
+        return streams.astream(machine, self._host(), self.on_event)
 
     def resume(self, run_id: str, decisions: dict[str, bool] | None = None) -> PlanExecuteResult:
         """Continue a saved run at its first unfinished step.
@@ -183,148 +202,214 @@ class PlanAndExecute:
             ConfigurationError: decisions for a run that is not waiting for any, missing
                 decisions for a paused run, or decisions naming calls that are not pending.
         """
-        state = self._load(run_id)
-        if state.stop_reason not in ("running", "approval_required"):
-            if decisions:
-                raise ConfigurationError(f"run {run_id!r} is finished; nothing waits for approval")
-            return state.result()
-        if state.paused is None:
-            if decisions:
-                raise ConfigurationError(f"run {run_id!r} is not waiting for approval")
-            return self._drive(state)
-        paused = state.paused
-        pending = sorted(c.id for c in paused.pending_approvals)
-        if decisions is None or sorted(decisions) != pending:
-            got = sorted(decisions or {})
-            raise ConfigurationError(
-                f"run {run_id!r} waits for decisions on calls {pending}, got {got}"
-            )
-        return self._drive(
-            state, lambda: self.step_loop.resume(paused, decisions, parent_run_id=run_id)
-        )
+        machine = self.resume_machine(run_id, decisions, observed=self.on_event is not None)
+        return sync.run(machine, self._host(), self.on_event)
+
+    async def aresume(
+        self, run_id: str, decisions: dict[str, bool] | None = None
+    ) -> PlanExecuteResult:
+        """`resume` on the event loop."""
+        machine = self.resume_machine(run_id, decisions, observed=self.on_event is not None)
+        return await aio.run(machine, self._host(), self.on_event)
 
     def status(self, run_id: str) -> PlanExecuteResult:
         """The saved run as a result, without running anything (e.g. to show pending calls)."""
         return self._load(run_id).result()
 
-    # -- the run -------------------------------------------------------------------
+    def _host(self) -> ToolHost:
+        return ToolHost(self.tools)
+
+    # -- the machine ----------------------------------------------------------------
+
+    def machine(
+        self,
+        task: str,
+        *,
+        run_id: str | None = None,
+        observed: bool = False,
+        clock: Clock = time.perf_counter,
+    ) -> Machine[PlanExecuteResult]:
+        """The run as a step machine (see `agentloops.engine`). The run id is checked
+        against the checkpointer when this is called."""
+        run_id = run_id or uuid.uuid4().hex[:12]
+        if self._store.load(run_id) is not None:
+            raise ConfigurationError(f"run {run_id!r} already exists; resume it or pick another")
+        state = RunState(run_id=run_id, task=task)
+
+        def body() -> Machine[PlanExecuteResult]:
+            yield self._save(state)  # a crash while planning stays resumable
+            return (yield from self._drive(state, None, observed, clock))
+
+        return self._lifecycle(state, body(), observed, clock)
+
+    def resume_machine(
+        self,
+        run_id: str,
+        decisions: dict[str, bool] | None = None,
+        *,
+        observed: bool = False,
+        clock: Clock = time.perf_counter,
+    ) -> Machine[PlanExecuteResult]:
+        """`resume` as a step machine; the saved state is loaded and checked when this is
+        called."""
+        state = self._load(run_id)
+        if state.stop_reason not in ("running", "approval_required"):
+            if decisions:
+                raise ConfigurationError(f"run {run_id!r} is finished; nothing waits for approval")
+            return _done(state.result())
+        resume_step = None
+        if state.paused is None:
+            if decisions:
+                raise ConfigurationError(f"run {run_id!r} is not waiting for approval")
+        else:
+            pending = sorted(c.id for c in state.paused.pending_approvals)
+            if decisions is None or sorted(decisions) != pending:
+                got = sorted(decisions or {})
+                raise ConfigurationError(
+                    f"run {run_id!r} waits for decisions on calls {pending}, got {got}"
+                )
+            resume_step = self.step_loop.resume_machine(
+                state.paused, decisions, parent_run_id=run_id, observed=observed, clock=clock
+            )
+        return self._lifecycle(
+            state, self._drive(state, resume_step, observed, clock), observed, clock
+        )
 
     def _drive(
-        self, state: RunState, resume_step: Callable[[], ReActResult] | None = None
-    ) -> PlanExecuteResult:
-        started = time.perf_counter()
-        self._emit(state, RunStarted)
-        with self._keep_partial(state, started):
-            if not state.plan.steps:
-                self._make_plan(state)
-            while (i := state.next_step()) is not None:
-                step_started = time.perf_counter()
-                if resume_step is not None:  # the paused step continues first
-                    react, resume_step = resume_step(), None
-                elif self._review_due(state, i):
-                    self._revise(state, i)
-                    continue
-                else:
-                    react = self._run_step(state, i)
-                state.record(i, react)
-                self._save(state)
-                if state.paused is not None:
-                    return self._finish(state, started)
-                status = state.steps[i]
-                self._emit(
+        self,
+        state: RunState,
+        resume_step: Machine[ReActResult] | None,
+        observed: bool,
+        clock: Clock,
+    ) -> Machine[PlanExecuteResult]:
+        if not state.plan.steps:
+            yield from self._make_plan(state, observed)
+        while (i := state.next_step()) is not None:
+            step_started = clock()
+            if resume_step is not None:  # the paused step continues first
+                react = yield from resume_step
+                resume_step = None
+            elif self._review_due(state, i):
+                yield from self._revise(state, i, observed)
+                continue
+            else:
+                react = yield from self._run_step(state, i, observed, clock)
+            state.record(i, react)
+            yield self._save(state)
+            if state.paused is not None:
+                return (yield from self._finish(state))
+            if observed:
+                record = state.steps[i]
+                yield self._event(
                     state,
                     StepFinished,
                     step_id=str(state.plan.steps[i].step_number),
-                    ok=status.status == "done",
-                    seconds=time.perf_counter() - step_started,
-                    summary=status.result[:200],
+                    ok=record.status == "done",
+                    seconds=clock() - step_started,
+                    summary=record.result[:200],
                 )
-            self._report(state)
-            self._save(state)
-        return self._finish(state, started)
+        yield from self._report(state)
+        yield self._save(state)
+        return (yield from self._finish(state))
 
-    def _make_plan(self, state: RunState) -> None:
+    def _make_plan(self, state: RunState, observed: bool) -> Machine[None]:
         prompt = planning_prompt(state.task, self.tools, self.max_plan_steps)
         while True:
-            plan = self._ask(Plan, prompt, self.planner_system, state)
+            plan = yield from self._ask(Plan, prompt, self.planner_system, state)
             problems = plan_problems(plan, max_steps=self.max_plan_steps)
             if not problems:
                 break
             if not self.replan or state.replans >= self.max_replans:
                 raise PlanValidationError(problems, plan=plan)
             state.replans += 1
-            self._emit(state, Replanned, attempt=state.replans, problems=problems)
+            if observed:
+                yield self._event(state, Replanned, attempt=state.replans, problems=problems)
             prompt = planning_prompt(
                 state.task, self.tools, self.max_plan_steps, rejected=(plan, problems)
             )
         state.plan = Plan(steps=sorted(plan.steps, key=lambda s: s.step_number))
         state.steps = [StepRecord() for _ in plan.steps]
-        self._save(state)
-        self._emit(state, PlanMade, plan=state.plan)
+        yield self._save(state)
+        if observed:
+            yield self._event(state, PlanMade, plan=state.plan)
 
-    def _run_step(self, state: RunState, i: int) -> ReActResult:
+    def _run_step(
+        self, state: RunState, i: int, observed: bool, clock: Clock
+    ) -> Machine[ReActResult]:
         step = state.plan.steps[i]
-        self._emit(state, StepStarted, step_id=str(step.step_number), description=step.description)
+        if observed:
+            yield self._event(
+                state, StepStarted, step_id=str(step.step_number), description=step.description
+            )
         prompt = step_prompt(state, i, self.max_digest_chars)
-        step_run_id = f"{state.run_id}.{step.step_number}"
-        return self.step_loop.run(prompt, run_id=step_run_id, parent_run_id=state.run_id)
+        return (
+            yield from self.step_loop.machine(
+                prompt,
+                run_id=f"{state.run_id}.{step.step_number}",
+                parent_run_id=state.run_id,
+                observed=observed,
+                clock=clock,
+            )
+        )
 
     def _review_due(self, state: RunState, i: int) -> bool:
         return self.replan and state.replans < self.max_replans and state.reviewed + 1 < i
 
-    def _revise(self, state: RunState, i: int) -> None:
+    def _revise(self, state: RunState, i: int, observed: bool) -> Machine[None]:
         """Ask the replanner about the steps from `i` on; a valid revision replaces them."""
         prompt = replanning_prompt(state, i, self.max_digest_chars)
-        revision = self._ask(PlanRevision, prompt, self.replanner_system, state)
+        revision = yield from self._ask(PlanRevision, prompt, self.replanner_system, state)
         state.reviewed = i - 1
         if revision.revise:
             notes = state.revise(i, revision, max_steps=self.max_plan_steps)
-            self._emit(state, Replanned, attempt=state.replans, problems=notes)
-        self._save(state)
+            if observed:
+                yield self._event(state, Replanned, attempt=state.replans, problems=notes)
+        yield self._save(state)
 
-    def _report(self, state: RunState) -> None:
-        prompt = report_prompt(state)
-        response = ask_text(
+    def _report(self, state: RunState) -> Machine[None]:
+        response, calls = yield from text_machine(
             self.reporter,
-            prompt,
+            report_prompt(state),
             system=self.reporter_system,
             max_tokens=self.max_tokens,
-            on_event=self.on_event,
             loop=_LOOP,
             run_id=state.run_id,
             step=state.model_calls,
         )
-        state.spend(response.usage, 1)
+        state.spend(response.usage, calls)
         state.answer = response.message.text
-        state.stop_reason = answer_stop(response.stop_reason)
+        state.stop_reason = reply_stop(response)
         state.detail = f"reporter stop_reason={response.stop_reason}"
+        if state.stop_reason == "empty":
+            state.detail = "the reporter's reply was empty twice"
+
+    def _finish(self, state: RunState) -> Machine[PlanExecuteResult]:
+        if self.checkpointer is None and state.paused is None:
+            yield Save(self._store, state.run_id, None)  # without a checkpointer only pauses stay
+        return state.result()
 
     # -- plumbing ------------------------------------------------------------------
 
-    def _ask(self, schema: type[T], prompt: str, system: str, state: RunState) -> T:
-        reply = ask_structured(
+    def _ask(self, schema: type[T], prompt: str, system: str, state: RunState) -> Machine[T]:
+        reply = yield from structured_machine(
             self.planner,
             schema,
             prompt,
             system=system,
             max_retries=self.max_retries,
             max_tokens=self.max_tokens,
-            on_event=self.on_event,
             loop=_LOOP,
             run_id=state.run_id,
         )
         state.spend(reply.usage, reply.model_calls)
         return reply.value
 
-    @contextmanager
-    def _keep_partial(self, state: RunState, started: float) -> Iterator[None]:
-        """Attach what finished to a failure, so nothing done is lost with the exception.
-
-        The state stays saved (in memory too, without a checkpointer), so `resume` continues.
-        """
-        try:
-            yield
-        except AgentLoopsError as exc:
+    def _lifecycle(
+        self, state: RunState, body: Machine[PlanExecuteResult], observed: bool, clock: Clock
+    ) -> Machine[PlanExecuteResult]:
+        def partial(exc: AgentLoopsError) -> PlanExecuteResult:
+            """What finished, attached to a failure; the state stays saved (in memory too,
+            without a checkpointer), so `resume` continues."""
             if isinstance(exc, ModelOutputError):
                 state.spend(exc.usage, exc.model_calls)
             i = state.next_step()
@@ -332,37 +417,26 @@ class PlanAndExecute:
                 step = state.steps[i]
                 step.usage, step.model_calls = exc.result.usage, exc.result.model_calls
                 step.tool_calls = exc.result.tool_calls
-            detail = f"{type(exc).__name__}: {exc}"
-            exc.result = state.result(stop_reason="error", detail=detail)
-            self._emit(
-                state,
-                RunFinished,
-                stop_reason="error",
-                usage=exc.result.usage,
-                model_calls=exc.result.model_calls,
-                seconds=time.perf_counter() - started,
+            stop: PlanStopReason = (
+                "invalid_plan" if isinstance(exc, PlanValidationError) else "error"
             )
-            raise
+            return state.result(stop_reason=stop, detail=f"{type(exc).__name__}: {exc}")
 
-    def _finish(self, state: RunState, started: float) -> PlanExecuteResult:
-        result = state.result()
-        if self.checkpointer is None and state.paused is None:
-            self._store.delete(state.run_id)  # without a checkpointer only pauses are kept
-        self._emit(
-            state,
-            RunFinished,
-            stop_reason=result.stop_reason,
-            usage=result.usage,
-            model_calls=result.model_calls,
-            seconds=time.perf_counter() - started,
+        return lifecycle(
+            body, loop=_LOOP, run_id=state.run_id, observed=observed, clock=clock, partial=partial
         )
-        return result
 
     def _load(self, run_id: str) -> RunState:
         return RunState.from_dict(run_id, self._store.load(run_id))
 
-    def _save(self, state: RunState) -> None:
-        self._store.save(state.run_id, state.to_dict())
+    def _save(self, state: RunState) -> Save:
+        return Save(self._store, state.run_id, state.to_dict())
 
-    def _emit(self, state: RunState, kind: type[Event], **fields: Any) -> None:
-        emit(self.on_event, kind, loop=_LOOP, run_id=state.run_id, **fields)
+    def _event(self, state: RunState, kind: type[Event], **fields: Any) -> Emit:
+        return Emit(kind(loop=_LOOP, run_id=state.run_id, **fields))
+
+
+def _done(result: PlanExecuteResult) -> Machine[PlanExecuteResult]:
+    """A machine with nothing to do: a finished run's saved result."""
+    return result
+    yield  # pragma: no cover  (makes this a generator)

@@ -4,57 +4,54 @@ One model call per step; the tool calls of a turn run concurrently and their res
 go back in one user message, in the order asked. The loop stops on an answer, at a
 hard step limit, on a spent token budget, when the model repeats itself, or when a
 tool call needs a human.
+
+The decisions live once, in a step machine (`ReActLoop.machine`); `run`, `arun`,
+`stream` and `astream` are drivers that perform what it asks for.
 """
 
 from __future__ import annotations
 
-import contextvars
-import dataclasses
 import os
-import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentloops import _resumed
 from agentloops._react_result import ReActResult, ReActStopReason
+from agentloops.engine import aio, streams, sync
+from agentloops.engine.effects import Decide, Emit, Machine
+from agentloops.engine.host import ToolHost
+from agentloops.engine.runs import Clock, Totals, call_model, lifecycle, run_tools
 from agentloops.errors import AgentLoopsError, ConfigurationError, check_limits
-from agentloops.events import (
-    ApprovalRequested,
-    EventSink,
-    RunFinished,
-    RunStarted,
-    ToolCallFinished,
-    ToolCallStarted,
-    complete_with_events,
-    emit,
-)
+from agentloops.events import ApprovalRequested, Event, EventSink
 from agentloops.messages import Message, Text, ToolCall, ToolResult, validate_transcript
-from agentloops.model import ModelClient, ModelRequest, ModelResponse, Usage, answer_stop
-from agentloops.tools import ApprovalPolicy, Tool, ToolOutcome, ToolRegistry
+from agentloops.model import ModelClient, ModelRequest, answer_stop
+from agentloops.tools import ApprovalPolicy, Tool, ToolRegistry
 
 __all__ = ["ReActLoop", "ReActResult", "ReActStopReason"]
 
+_LOOP = "react"
 _CUT = "not run: your reply was cut off by the output limit before this call was complete"
 _REFUSED = "not run: the reply that asked for this call was a refusal"
 _NO_TOOLS = "not run: tools are disabled for this final answer"
 _DENIED = "denied: this call was not approved, so it did not run"
 _FINAL = "The step limit is reached. Answer now from what you have; no more tools."
+_NUDGE = "Your reply was empty. Answer the task, or call a tool."
+_PERIODS = (1, 2, 3)
+"""Cycle lengths the stall guard looks for: A A A, A B A B A B, A B C A B C A B C."""
 
 
 @dataclass(kw_only=True)
 class _Run:
     messages: list[Message]
     run_id: str
-    usage: Usage = field(default_factory=Usage)
-    model_calls: int = 0
-    tool_calls: int = 0
+    totals: Totals = field(default_factory=Totals)
     steps: int = 0
     seen_ids: set[str] = field(init=False)
-    last_turn: Any = None
-    repeats: int = 0
-    started: float = field(default_factory=time.perf_counter)
+    turns: deque[list[Any]] = field(default_factory=deque)
+    nudged: bool = False
 
     def __post_init__(self) -> None:
         self.seen_ids = {c.id for m in self.messages for c in m.tool_calls}
@@ -71,13 +68,18 @@ class ReActLoop:
         max_parallel_tools: how many tool calls of one turn run at once.
         max_total_tokens: stop with `"budget"` before a call once this many tokens are spent.
         max_repeats: stop with `"stalled"` when the same calls get the same results this
-            many turns in a row (`None` turns the guard off).
+            many turns in a row, or a cycle of two or three turns repeats this many times
+            (`None` turns the guard off).
         answer_at_limit: at the step limit, make one last call with tools disabled so the
             run ends with an answer (its `stop_reason` stays `"max_steps"`).
         max_tokens: output limit per model call (`None`: the client's default).
-        approval: decides each call: "allow", "deny" or "ask". Tools marked
-            `requires_approval=True` always ask unless the policy denies them.
+        approval: decides each call: "allow", "deny" or "ask". A tool whose
+            `requires_approval` says so always asks unless the policy denies it.
         on_event: receives every `Event`.
+        max_calls_per_turn: calls beyond this many in one turn are not run; each gets an
+            error result saying why, so the model can ask for fewer.
+        max_tool_calls: tool calls allowed in the whole run; a turn that would go past it
+            is not run and the run stops with `"max_tool_calls"` (`None`: no limit).
 
     Examples:
         >>> from agentloops.testing import ScriptedModel
@@ -99,12 +101,16 @@ class ReActLoop:
         max_tokens: int | None = None,
         approval: ApprovalPolicy | None = None,
         on_event: EventSink | None = None,
+        max_calls_per_turn: int = 64,
+        max_tool_calls: int | None = None,
     ):
         check_limits(
             max_steps=(max_steps, 1),
             max_parallel_tools=(max_parallel_tools, 1),
             max_total_tokens=(max_total_tokens, 1),
             max_repeats=(max_repeats, 2),
+            max_calls_per_turn=(max_calls_per_turn, 1),
+            max_tool_calls=(max_tool_calls, 1),
         )
         self.model = model
         self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
@@ -117,8 +123,10 @@ class ReActLoop:
         self.max_tokens = max_tokens
         self.approval = approval
         self.on_event = on_event
-        self._resumed: set[tuple[str, str]] = set()
-        self._resume_lock = threading.Lock()
+        self.max_calls_per_turn = max_calls_per_turn
+        self.max_tool_calls = max_tool_calls
+
+    # -- drivers ---------------------------------------------------------------------
 
     def run(
         self,
@@ -130,16 +138,40 @@ class ReActLoop:
         """Run until an answer or a stop. `task` is a question, or a transcript ending on a
         user turn (for example an earlier result's `messages` plus a new question).
         `parent_run_id` names the run this one is part of (it goes on `RunStarted`)."""
-        if isinstance(task, str):
-            messages = [Message.user(task)]
-        else:
-            messages = list(task)
-            validate_transcript(messages)
-            if messages[-1].role != "user":
-                raise ConfigurationError("a transcript passed to run() must end on a user turn")
-        run = _Run(messages=messages, run_id=run_id or os.urandom(6).hex())
-        self._emit_start(run, parent_run_id)
-        return self._guarded(run, lambda: self._loop(run))
+        machine = self.machine(
+            task, run_id=run_id, parent_run_id=parent_run_id, observed=self.on_event is not None
+        )
+        return sync.run(machine, self._host(), self.on_event)
+
+    async def arun(
+        self,
+        task: str | Sequence[Message],
+        *,
+        run_id: str | None = None,
+        parent_run_id: str | None = None,
+    ) -> ReActResult:
+        """`run` on the event loop: async clients and tools are awaited, sync ones run in
+        worker threads. Cancelling the task cancels the model call and the tool calls in
+        flight; the events already emitted say what ran."""
+        machine = self.machine(
+            task, run_id=run_id, parent_run_id=parent_run_id, observed=self.on_event is not None
+        )
+        return await aio.run(machine, self._host(), self.on_event)
+
+    def stream(
+        self, task: str | Sequence[Message], *, run_id: str | None = None
+    ) -> Iterator[Event | ReActResult]:
+        """Every event of the run as it happens, text and tool-call deltas included, then
+        the `ReActResult`. Stopping early (closing the iterator) ends the run."""
+        machine = self.machine(task, run_id=run_id, observed=True)
+        return streams.stream(machine, self._host(), self.on_event)
+
+    def astream(
+        self, task: str | Sequence[Message], *, run_id: str | None = None
+    ) -> AsyncIterator[Event | ReActResult]:
+        """`stream` on the event loop."""
+        machine = self.machine(task, run_id=run_id, observed=True)
+        return streams.astream(machine, self._host(), self.on_event)
 
     def resume(
         self,
@@ -151,133 +183,214 @@ class ReActLoop:
         """Continue a run paused with `"approval_required"`.
 
         `decisions` maps each pending call id to True (run it, exactly as shown) or False
-        (deny it: the model gets an error result saying so).
+        (deny it: the model gets an error result saying so). A pause resumes once per
+        process, whichever loop object resumes it.
 
         Raises:
             ConfigurationError: the result is not paused, a decision names no pending call,
                 a pending call has no decision, a decision is not a bool, or this pause was
-                already resumed by this loop.
+                already resumed.
         """
-        if result.stop_reason != "approval_required":
-            raise ConfigurationError(f"only a paused run can resume, not {result.stop_reason!r}")
-        pending = {c.id: c for c in result.pending_approvals}
-        unknown = sorted(set(decisions) - set(pending))
-        if unknown:
-            raise ConfigurationError(
-                f"no pending call with id {unknown}; pending: {sorted(pending)}"
-            )
-        missing = sorted(set(pending) - set(decisions))
-        if missing:
-            raise ConfigurationError(f"no decision for pending calls {missing}")
-        not_bool = sorted(k for k, v in decisions.items() if not isinstance(v, bool))
-        if not_bool:  # a truthy "no" must never approve a call
-            raise ConfigurationError(f"decisions must be True or False; not for {not_bool}")
-        turn = result.messages[-1]
-        shown = {c.id: c for c in turn.tool_calls}
-        if any(shown.get(i) != c for i, c in pending.items()):
-            raise ConfigurationError("pending calls do not match the transcript's last turn")
-        if set(shown) != set(pending) | {r.call_id for r in result.held_results}:
-            raise ConfigurationError("the paused turn has calls that are neither held nor pending")
-        key = (result.run_id, ",".join(sorted(pending)))
-        with self._resume_lock:
-            if key in self._resumed:
-                raise ConfigurationError(f"run {result.run_id} was already resumed from this pause")
-            self._resumed.add(key)
+        machine = self.resume_machine(
+            result, decisions, parent_run_id=parent_run_id, observed=self.on_event is not None
+        )
+        return sync.run(machine, self._host(), self.on_event)
+
+    async def aresume(
+        self,
+        result: ReActResult,
+        decisions: dict[str, bool],
+        *,
+        parent_run_id: str | None = None,
+    ) -> ReActResult:
+        """`resume` on the event loop."""
+        machine = self.resume_machine(
+            result, decisions, parent_run_id=parent_run_id, observed=self.on_event is not None
+        )
+        return await aio.run(machine, self._host(), self.on_event)
+
+    def _host(self) -> ToolHost:
+        return ToolHost(self.tools)
+
+    # -- the machine -----------------------------------------------------------------
+
+    def machine(
+        self,
+        task: str | Sequence[Message],
+        *,
+        run_id: str | None = None,
+        parent_run_id: str | None = None,
+        observed: bool = False,
+        clock: Clock = time.perf_counter,
+    ) -> Machine[ReActResult]:
+        """The run as a step machine, for a driver (or a test) to perform: it yields
+        effects (`agentloops.engine.effects`) and returns the `ReActResult`.
+
+        `observed` makes it emit events; `clock` times the run for `RunFinished`.
+        """
+        if isinstance(task, str):
+            messages = [Message.user(task)]
+        else:
+            messages = list(task)
+            validate_transcript(messages)
+            if messages[-1].role != "user":
+                raise ConfigurationError("a transcript passed to run() must end on a user turn")
+        run = _Run(messages=messages, run_id=run_id or os.urandom(6).hex())
+        return self._lifecycle(run, self._loop(run, observed), observed, clock, parent_run_id)
+
+    def resume_machine(
+        self,
+        result: ReActResult,
+        decisions: dict[str, bool],
+        *,
+        parent_run_id: str | None = None,
+        observed: bool = False,
+        clock: Clock = time.perf_counter,
+    ) -> Machine[ReActResult]:
+        """`resume` as a step machine (see `machine`). The pause is checked, and marked
+        as resumed, when this is called."""
+        pending = _check_resumable(result, decisions)
         run = _Run(
             messages=list(result.messages),
             run_id=result.run_id,
-            usage=result.usage,
-            model_calls=result.model_calls,
-            tool_calls=result.tool_calls,
+            totals=Totals(
+                usage=result.usage, model_calls=result.model_calls, tool_calls=result.tool_calls
+            ),
             steps=result.steps,
         )
-        self._emit_start(run, parent_run_id)
 
-        def finish_turn() -> ReActResult:
-            decided, _ = self._act(run, list(pending.values()), lambda c: _verdict(decisions[c.id]))
+        def finish_turn() -> Machine[ReActResult]:
+            decided, _ = yield from self._act(run, pending, _decided(decisions))
             done = {r.call_id: r for r in (*result.held_results, *decided)}
-            results = [done[c.id] for c in turn.tool_calls]
+            turn = result.messages[-1].tool_calls
+            results = [done[c.id] for c in turn]
             run.messages.append(Message("user", tuple(results)))
-            self._stalled(run, turn.tool_calls, results)  # counts from here: a pause resets it
-            return self._loop(run)
+            self._stalled(run, turn, results)  # counts from here: a pause resets it
+            return (yield from self._loop(run, observed))
 
-        return self._guarded(run, finish_turn)
+        return self._lifecycle(run, finish_turn(), observed, clock, parent_run_id)
 
-    # -- the loop ------------------------------------------------------------------
+    def _lifecycle(
+        self,
+        run: _Run,
+        body: Machine[ReActResult],
+        observed: bool,
+        clock: Clock,
+        parent_run_id: str | None,
+    ) -> Machine[ReActResult]:
+        def partial(exc: AgentLoopsError) -> ReActResult:
+            return exc.result or self._result(run, "error", f"{type(exc).__name__}: {exc}")
 
-    def _guarded(self, run: _Run, body: Callable[[], ReActResult]) -> ReActResult:
-        """Run `body`; a failure carries the partial result and still ends the run's events."""
-        try:
-            return body()
-        except AgentLoopsError as exc:
-            partial = self._finish(run, "error", f"{type(exc).__name__}: {exc}")
-            if exc.result is None:
-                exc.result = partial
-            raise
+        return lifecycle(
+            body,
+            loop=_LOOP,
+            run_id=run.run_id,
+            observed=observed,
+            clock=clock,
+            partial=partial,
+            parent_run_id=parent_run_id,
+        )
 
-    def _loop(self, run: _Run) -> ReActResult:
-        specs = self.tools.specs()
+    def _loop(self, run: _Run, observed: bool) -> Machine[ReActResult]:
         # One request serves every step: its `messages` is the live transcript.
-        request = ModelRequest(self.system, run.messages, specs, "auto", self.max_tokens)
+        request = ModelRequest(
+            self.system, run.messages, self.tools.specs(), "auto", self.max_tokens
+        )
+        totals = run.totals
         while True:
             if run.steps >= self.max_steps:
-                return self._at_limit(run, request)
+                return (yield from self._at_limit(run, request))
             if (
                 self.max_total_tokens is not None
-                and run.usage.total_tokens >= self.max_total_tokens
+                and totals.usage.total_tokens >= self.max_total_tokens
             ):
                 detail = (
                     f"max_total_tokens={self.max_total_tokens} reached "
-                    f"after {run.usage.total_tokens} tokens"
+                    f"after {totals.usage.total_tokens} tokens"
                 )
-                return self._finish(run, "budget", detail)
-            response = self._call_model(run, request)
+                return self._result(run, "budget", detail)
+            response = yield from call_model(self.model, request, totals, _LOOP, run.run_id)
             run.steps += 1
             message = response.message
             calls = message.tool_calls
             reason = response.stop_reason
             if not calls:
-                run.messages.append(message)
                 if reason == "pause_turn":
+                    run.messages.append(message)
                     continue  # the provider paused a long turn; sending it back continues it
-                return self._finish(run, answer_stop(reason), f"model stop_reason={reason}")
+                if reason in ("end_turn", "stop_sequence") and not message.text.strip():
+                    if self._nudge(run, message):
+                        continue
+                    return self._result(run, "empty", "the model's reply was empty twice")
+                run.messages.append(message)
+                return self._result(run, answer_stop(reason), f"model stop_reason={reason}")
             message, calls = _unique_ids(run, message, calls)
             run.messages.append(message)
             if reason == "refusal":
                 run.messages.append(_unanswered(calls, _REFUSED))
-                return self._finish(run, "refused", "model stop_reason=refusal")
+                return self._result(run, "refused", "model stop_reason=refusal")
             if reason in ("max_tokens", "context_window"):
                 run.messages.append(_unanswered(calls, _CUT))
                 continue
-            results, pending = self._act(run, calls)
+            calls, over = calls[: self.max_calls_per_turn], calls[self.max_calls_per_turn :]
+            limit = self.max_tool_calls
+            if limit is not None and totals.tool_calls + len(calls) > limit:
+                why = f"max_tool_calls={limit} reached after {totals.tool_calls} tool calls"
+                run.messages.append(_unanswered(calls + over, f"not run: {why}"))
+                return self._result(run, "max_tool_calls", why)
+            results, pending = yield from self._act(run, calls)
+            if over:
+                note = f"not run: at most {self.max_calls_per_turn} calls per turn; ask for fewer"
+                results += [ToolResult(c.id, note, True) for c in over]
             if pending:
-                return self._pause(run, pending, results)
+                decisions = yield Decide(pending, _LOOP, run.run_id)
+                if decisions is None:
+                    return (yield from self._pause(run, pending, results, observed))
+                decided, _ = yield from self._act(run, pending, _decided(decisions))
+                done = {r.call_id: r for r in (*results, *decided)}
+                results = [done[c.id] for c in message.tool_calls]
             run.messages.append(Message("user", tuple(results)))
-            if self._stalled(run, calls, results):
-                return self._finish(run, "stalled", self._stall_detail())
+            if self._stalled(run, message.tool_calls, results):
+                return self._result(run, "stalled", self._stall_detail())
+
+    def _nudge(self, run: _Run, message: Message) -> bool:
+        """Ask once more after an empty reply, keeping the transcript valid; False when
+        the model was already nudged."""
+        if run.nudged:
+            return False
+        run.nudged = True
+        kept = tuple(b for b in message.content if type(b) is not Text)  # e.g. thinking
+        if kept:
+            run.messages.append(Message("assistant", kept))
+            run.messages.append(Message.user(_NUDGE))
+        else:  # nothing to keep: the note joins the last user turn
+            last = run.messages[-1]
+            run.messages[-1] = Message("user", (*last.content, Text(_NUDGE)))
+        return True
 
     def _act(
         self,
         run: _Run,
         calls: list[ToolCall],
         decide: Callable[[ToolCall], str] | None = None,
-    ) -> tuple[list[ToolResult], list[ToolCall]]:
+    ) -> Machine[tuple[list[ToolResult], list[ToolCall]]]:
         """Results for the calls decided now, and the calls that wait for a human."""
-        if decide is None:
-            if not self._needs_policy(calls):
-                return self._results(run, calls), []
-            decide = self._decide
-        decisions = {c.id: decide(c) for c in calls}
-        ran = {
-            r.call_id: r
-            for r in self._results(run, [c for c in calls if decisions[c.id] == "allow"])
-        }
+        if decide is None and not self._needs_policy(calls):
+            outcomes = yield from run_tools(calls, self.max_parallel_tools, _LOOP, run.run_id)
+            run.totals.tool_calls += len(calls)
+            return [ToolResult(c.id, *_text(outcomes[c.id])) for c in calls], []
+        verdicts = {c.id: (decide or self._decide)(c) for c in calls}
+        allowed = [c for c in calls if verdicts[c.id] == "allow"]
+        outcomes = yield from run_tools(allowed, self.max_parallel_tools, _LOOP, run.run_id)
+        run.totals.tool_calls += len(allowed)
         results = [
-            ran[c.id] if decisions[c.id] == "allow" else ToolResult(c.id, _DENIED, True)
+            ToolResult(c.id, *_text(outcomes[c.id]))
+            if verdicts[c.id] == "allow"
+            else ToolResult(c.id, _DENIED, True)
             for c in calls
-            if decisions[c.id] != "ask"
+            if verdicts[c.id] != "ask"
         ]
-        return results, [c for c in calls if decisions[c.id] == "ask"]
+        return results, [c for c in calls if verdicts[c.id] == "ask"]
 
     def _needs_policy(self, calls: list[ToolCall]) -> bool:
         if self.approval is not None:
@@ -298,85 +411,59 @@ class ReActLoop:
             return "ask"
         return decision
 
-    def _results(self, run: _Run, calls: list[ToolCall]) -> list[ToolResult]:
-        """Run calls concurrently (bounded); results in the order asked."""
-        run.tool_calls += len(calls)
-        if len(calls) == 1:  # the common case: one call runs inline, without lists or a pool
-            o = self._run_call(run, calls[0])
-            return [ToolResult(calls[0].id, o.content, o.is_error)]
-        if not calls:  # all were denied or wait for approval
-            return []
-        workers = min(len(calls), self.max_parallel_tools)
-        with ThreadPoolExecutor(workers, thread_name_prefix="agentloops-react") as pool:
-            futures = [
-                pool.submit(contextvars.copy_context().run, self._run_call, run, c) for c in calls
-            ]
-            outcomes = [f.result() for f in futures]
-        return [
-            ToolResult(c.id, o.content, o.is_error) for c, o in zip(calls, outcomes, strict=True)
-        ]
-
-    def _run_call(self, run: _Run, call: ToolCall) -> ToolOutcome:
-        sink = self.on_event
-        if sink is None:
-            return self.tools.call(call.name, call.args)
-        sink(
-            ToolCallStarted(
-                loop="react", run_id=run.run_id, call_id=call.id, name=call.name, args=call.args
-            )
-        )
-        outcome = self.tools.call(call.name, call.args)
-        sink(
-            ToolCallFinished(
-                loop="react", run_id=run.run_id, call_id=call.id, name=call.name, outcome=outcome
-            )
-        )
-        return outcome
-
-    def _call_model(self, run: _Run, request: ModelRequest) -> ModelResponse:
-        response = complete_with_events(
-            self.model, request, self.on_event, "react", run.run_id, run.steps
-        )
-        run.model_calls += 1
-        run.usage = run.usage + response.usage
-        return response
-
-    def _at_limit(self, run: _Run, request: ModelRequest) -> ReActResult:
+    def _at_limit(self, run: _Run, request: ModelRequest) -> Machine[ReActResult]:
         detail = f"max_steps={self.max_steps} reached after {run.steps} steps"
         if not self.answer_at_limit:
-            return self._finish(run, "max_steps", detail)
+            return self._result(run, "max_steps", detail)
         last = run.messages[-1]
         if last.role == "user":  # the note goes after the tool results, in the same turn
             run.messages[-1] = Message("user", (*last.content, Text(_FINAL)))
         else:  # the limit came right after a paused (pause_turn) assistant turn
             run.messages.append(Message.user(_FINAL))
-        response = self._call_model(run, dataclasses.replace(request, tool_choice="none"))
+        final = ModelRequest(self.system, run.messages, request.tools, "none", self.max_tokens)
+        response = yield from call_model(self.model, final, run.totals, _LOOP, run.run_id)
         run.messages.append(response.message)
         if response.message.tool_calls:  # a server that ignores tool_choice="none"
             run.messages.append(_unanswered(response.message.tool_calls, _NO_TOOLS))
-        return self._finish(run, "max_steps", detail)
+        return self._result(run, "max_steps", detail)
 
     def _stalled(self, run: _Run, calls: list[ToolCall], results: list[ToolResult]) -> bool:
-        if self.max_repeats is None:
+        """Whether the last turns repeat one turn, or a cycle of two or three turns,
+        `max_repeats` times."""
+        n = self.max_repeats
+        if n is None:
             return False
-        turn = [
-            (c.name, c.args, r.content, r.is_error) for c, r in zip(calls, results, strict=True)
-        ]
-        run.repeats = run.repeats + 1 if turn == run.last_turn else 1
-        run.last_turn = turn
-        return run.repeats >= self.max_repeats
+        turns = run.turns
+        turns.append(
+            [(c.name, c.args, r.content, r.is_error) for c, r in zip(calls, results, strict=True)]
+        )
+        if len(turns) > n * _PERIODS[-1]:
+            turns.popleft()
+        for p in _PERIODS:
+            span = p * n
+            if len(turns) >= span and all(
+                turns[-i] == turns[-i - p] for i in range(1, span - p + 1)
+            ):
+                return True
+        return False
 
     def _stall_detail(self) -> str:
         n = self.max_repeats
-        return f"max_repeats={n}: the same calls got the same results {n} turns in a row"
+        return (
+            f"max_repeats={n}: the same calls got the same results {n} turns in a row "
+            "(or the same cycle of turns came back {n} times)".replace("{n}", str(n))
+        )
 
-    # -- results and events --------------------------------------------------------
+    # -- results and events ----------------------------------------------------------
 
-    def _pause(self, run: _Run, pending: list[ToolCall], held: list[ToolResult]) -> ReActResult:
-        emit(self.on_event, ApprovalRequested, loop="react", run_id=run.run_id, calls=pending)
+    def _pause(
+        self, run: _Run, pending: list[ToolCall], held: list[ToolResult], observed: bool
+    ) -> Machine[ReActResult]:
+        if observed:
+            yield Emit(ApprovalRequested(loop=_LOOP, run_id=run.run_id, calls=pending))
         names = ", ".join(c.name for c in pending)
         detail = f"{len(pending)} tool call(s) wait for approval: {names}"
-        return self._finish(run, "approval_required", detail, pending=pending, held=held)
+        return self._result(run, "approval_required", detail, pending=pending, held=held)
 
     def _result(
         self,
@@ -389,13 +476,14 @@ class ReActLoop:
         last = run.messages[-1]
         # A paused turn's text is a preamble to its pending calls, not an answer.
         answered = last.role == "assistant" and stop_reason != "approval_required"
+        totals = run.totals
         return ReActResult(
             answer=last.text if answered else "",
             stop_reason=stop_reason,
             messages=run.messages,
-            usage=run.usage,
-            model_calls=run.model_calls,
-            tool_calls=run.tool_calls,
+            usage=totals.usage,
+            model_calls=totals.model_calls,
+            tool_calls=totals.tool_calls,
             steps=run.steps,
             run_id=run.run_id,
             detail=detail,
@@ -403,28 +491,38 @@ class ReActLoop:
             held_results=held or [],
         )
 
-    def _finish(
-        self, run: _Run, stop_reason: ReActStopReason, detail: str, **kw: Any
-    ) -> ReActResult:
-        result = self._result(run, stop_reason, detail, **kw)
-        emit(
-            self.on_event,
-            RunFinished,
-            loop="react",
-            run_id=run.run_id,
-            stop_reason=stop_reason,
-            usage=run.usage,
-            model_calls=run.model_calls,
-            seconds=time.perf_counter() - run.started,
-        )
-        return result
 
-    def _emit_start(self, run: _Run, parent: str | None) -> None:
-        emit(self.on_event, RunStarted, loop="react", run_id=run.run_id, parent_run_id=parent)
+def _check_resumable(result: ReActResult, decisions: dict[str, bool]) -> list[ToolCall]:
+    """The pending calls of a pause that may resume now; marks the pause as resumed."""
+    if result.stop_reason != "approval_required":
+        raise ConfigurationError(f"only a paused run can resume, not {result.stop_reason!r}")
+    pending = {c.id: c for c in result.pending_approvals}
+    unknown = sorted(set(decisions) - set(pending))
+    if unknown:
+        raise ConfigurationError(f"no pending call with id {unknown}; pending: {sorted(pending)}")
+    missing = sorted(set(pending) - set(decisions))
+    if missing:
+        raise ConfigurationError(f"no decision for pending calls {missing}")
+    not_bool = sorted(k for k, v in decisions.items() if not isinstance(v, bool))
+    if not_bool:  # a truthy "no" must never approve a call
+        raise ConfigurationError(f"decisions must be True or False; not for {not_bool}")
+    turn = result.messages[-1]
+    shown = {c.id: c for c in turn.tool_calls}
+    if any(shown.get(i) != c for i, c in pending.items()):
+        raise ConfigurationError("pending calls do not match the transcript's last turn")
+    if set(shown) != set(pending) | {r.call_id for r in result.held_results}:
+        raise ConfigurationError("the paused turn has calls that are neither held nor pending")
+    _resumed.claim(result.run_id, len(result.messages), list(pending.values()))
+    return list(pending.values())
 
 
-def _verdict(approved: bool) -> str:
-    return "allow" if approved else "deny"
+def _text(outcome: Any) -> tuple[str, bool]:
+    return outcome.content, outcome.is_error
+
+
+def _decided(decisions: dict[str, bool]) -> Callable[[ToolCall], str]:
+    """A policy that applies a human's decisions."""
+    return lambda call: "allow" if decisions[call.id] else "deny"
 
 
 def _unanswered(calls: list[ToolCall], why: str) -> Message:

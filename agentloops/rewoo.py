@@ -7,11 +7,10 @@ dependencies are done, and one solver call answers from all the evidence.
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import Executor, ThreadPoolExecutor
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -24,7 +23,11 @@ from agentloops._rewoo_prompts import (
     solver_prompt,
 )
 from agentloops._rewoo_result import ReWOOResult, ReWOOStopReason
-from agentloops._rewoo_worker import Work, work_plan
+from agentloops._rewoo_worker import NOT_RUN, Work, work_machine
+from agentloops.engine import aio, streams, sync
+from agentloops.engine.effects import Emit, Machine
+from agentloops.engine.host import ToolHost
+from agentloops.engine.runs import Clock, Totals, lifecycle
 from agentloops.errors import (
     AgentLoopsError,
     ConfigurationError,
@@ -33,17 +36,12 @@ from agentloops.errors import (
     ToolStepFailed,
     check_limits,
 )
-from agentloops.events import (
-    EventSink,
-    PlanMade,
-    Replanned,
-    RunFinished,
-    RunStarted,
-    emit,
-)
-from agentloops.model import ModelClient, Usage, answer_stop
-from agentloops.structured import ask_structured, ask_text
+from agentloops.events import Event, EventSink, PlanMade, Replanned
+from agentloops.model import ModelClient, ModelResponse
+from agentloops.structured import reply_stop, structured_machine, text_machine
 from agentloops.tools import Tool, ToolOutcome, ToolRegistry
+
+_LOOP = "rewoo"
 
 __all__ = [
     "PLANNER_SYSTEM",
@@ -59,17 +57,11 @@ __all__ = [
 @dataclass(kw_only=True)
 class _Run:
     run_id: str
-    usage: Usage = field(default_factory=Usage)
-    model_calls: int = 0
+    totals: Totals = field(default_factory=Totals)
     replans: int = 0
     plan: ReWOOPlan | None = None
     evidence: dict[str, ToolOutcome] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
-    started: float = field(default_factory=time.perf_counter)
-
-    def spend(self, usage: Usage, calls: int) -> None:
-        self.usage = self.usage + usage
-        self.model_calls += calls
 
 
 class ReWOOPipeline:
@@ -79,10 +71,10 @@ class ReWOOPipeline:
         planner: the model that writes the plan (through `ask_structured`).
         tools: a `ToolRegistry`, or `Tool`s and typed functions.
         solver: the model that answers from the evidence (default: `planner`).
-        executor: where tool steps run; any `concurrent.futures.Executor` (default: a
-            thread pool of `max_workers`, made on first use and kept; `close()` or a
-            `with` block shuts it down).
-        max_workers: size of the default thread pool.
+        executor: where tool steps run; any `concurrent.futures.Executor` (a process
+            pool, Dask's). By default they run on daemon threads (under `arun`: asyncio
+            tasks), at most `max_workers` at once, and a lone ready step runs inline.
+        max_workers: how many steps run at once without an `executor`.
         max_plan_steps: a longer plan is rejected before any tool runs.
         on_tool_error: "evidence" (a failure is evidence marked as an error; steps that
             depend on it are not run) or "abort" (stop dispatching, wait for running
@@ -162,8 +154,6 @@ class ReWOOPipeline:
         self.max_retries = max_retries
         self.max_tokens = max_tokens
         self.on_event = on_event
-        self._pool: ThreadPoolExecutor | None = None
-        self._pool_lock = threading.Lock()
 
     # -- the three stages, public so each can be used (and tested) alone ------------
 
@@ -174,7 +164,8 @@ class ReWOOPipeline:
             PlanValidationError: the last plan was still invalid.
             ModelOutputError: the planner's output never matched the plan schema.
         """
-        return self._plan(_Run(run_id=run_id), task)
+        machine = self._plan(_Run(run_id=run_id), task, self.on_event is not None)
+        return sync.run(machine, self._host(), self.on_event)
 
     def work(self, plan: ReWOOPlan, *, run_id: str = "") -> dict[str, ToolOutcome]:
         """Run the plan's tool calls (never the model); evidence in plan order.
@@ -184,17 +175,38 @@ class ReWOOPipeline:
             ToolStepFailed: with `on_tool_error="abort"`, a step failed; `.result`
                 carries the evidence of the steps that finished.
         """
+        validate_plan(plan, self.tools, max_steps=self.max_plan_steps)
         run = _Run(run_id=run_id, plan=plan)
-        done = self._work(run, plan)
-        if done.aborted_by is not None:
-            raise self._aborted(run, done.aborted_by)
-        return done.evidence
+
+        def body() -> Machine[dict[str, ToolOutcome]]:
+            done = yield from self._work(run, plan, self.on_event is not None)
+            if done.aborted_by is not None:
+                raise self._aborted(run, done.aborted_by)
+            return done.evidence
+
+        return sync.run(body(), self._host(), self.on_event)
 
     def solve(
-        self, task: str, plan: ReWOOPlan, evidence: Mapping[str, ToolOutcome], *, run_id: str = ""
+        self,
+        task: str,
+        plan: ReWOOPlan,
+        evidence: Mapping[str, ToolOutcome],
+        *,
+        run_id: str = "",
+        skipped: Iterable[str] | None = None,
     ) -> str:
-        """One solver call: the answer from the task and every step's evidence."""
-        return self._solve(_Run(run_id=run_id), task, plan, evidence)[0]
+        """One solver call: the answer from the task and every step's evidence.
+
+        `skipped` names the steps that were not run (the worker's record); by default,
+        the error evidence that says "not run" (as `work` writes it).
+        """
+        run = _Run(run_id=run_id)
+        if skipped is None:
+            skipped = [k for k, o in evidence.items() if o.is_error and _not_run(o)]
+        machine = self._solve(run, task, plan, evidence, list(skipped))
+        return sync.run(machine, self._host(), self.on_event).message.text
+
+    # -- drivers -----------------------------------------------------------------------
 
     def run(self, task: str, *, run_id: str | None = None) -> ReWOOResult:
         """Plan, work, solve; re-plan on problems when allowed.
@@ -208,89 +220,146 @@ class ReWOOPipeline:
             ModelOutputError: the planner's output never matched the plan schema.
             ModelError: the planner or the solver failed.
         """
+        machine = self.machine(task, run_id=run_id, observed=self.on_event is not None)
+        return sync.run(machine, self._host(), self.on_event)
+
+    async def arun(self, task: str, *, run_id: str | None = None) -> ReWOOResult:
+        """`run` on the event loop; steps run as tasks, still each as soon as its
+        dependencies are done."""
+        machine = self.machine(task, run_id=run_id, observed=self.on_event is not None)
+        return await aio.run(machine, self._host(), self.on_event)
+
+    def stream(self, task: str, *, run_id: str | None = None) -> Iterator[Event | ReWOOResult]:
+        """Every event of the run as it happens (deltas included), then the result."""
+        machine = self.machine(task, run_id=run_id, observed=True)
+        return streams.stream(machine, self._host(), self.on_event)
+
+    def astream(
+        self, task: str, *, run_id: str | None = None
+    ) -> AsyncIterator[Event | ReWOOResult]:
+        """`stream` on the event loop."""
+        machine = self.machine(task, run_id=run_id, observed=True)
+        return streams.astream(machine, self._host(), self.on_event)
+
+    def _host(self) -> ToolHost:
+        return ToolHost(self.tools, self.executor)
+
+    def close(self) -> None:
+        """Nothing to release: the default workers are daemon threads. Kept so a `with`
+        block and older code work; a caller's `executor` is never shut down."""
+
+    def __enter__(self) -> ReWOOPipeline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the machine -------------------------------------------------------------------
+
+    def machine(
+        self,
+        task: str,
+        *,
+        run_id: str | None = None,
+        observed: bool = False,
+        clock: Clock = time.perf_counter,
+    ) -> Machine[ReWOOResult]:
+        """The run as a step machine (see `agentloops.engine`): plan, work, solve."""
         run = _Run(run_id=run_id or uuid.uuid4().hex[:12])
-        emit(self.on_event, RunStarted, loop="rewoo", run_id=run.run_id)
-        try:
-            feedback: tuple[str, list[str]] | None = None
-            while True:
-                plan = self._plan(run, task, feedback)
-                done = self._work(run, plan, validated=True)
-                failures = done.failures(plan)
-                if failures and self.replan_on_failure and run.replans < self.max_replans:
-                    self._replanned(run, failures)
-                    feedback = (plan.model_dump_json(), failures)
-                    continue
-                if done.aborted_by is not None:
-                    raise self._aborted(run, done.aborted_by)
-                break
-            answer, solver_stop = self._solve(run, task, plan, done.evidence)
-        except AgentLoopsError as exc:
-            if exc.result is None:
-                exc.result = self._result(run, "", _stop_reason(exc), str(exc))
-            self._finished(run, exc.result.stop_reason)
-            raise
-        reason: ReWOOStopReason = answer_stop(solver_stop)
-        detail = "" if reason == "answered" else f"solver stop_reason={solver_stop}"
-        result = self._result(run, answer, reason, detail)
-        self._finished(run, reason)
-        return result
+
+        def partial(exc: AgentLoopsError) -> ReWOOResult:
+            # ToolStepFailed is raised with its result already built.
+            stop: ReWOOStopReason = (
+                "invalid_plan" if isinstance(exc, PlanValidationError) else "error"
+            )
+            return exc.result or self._result(run, "", stop, str(exc))
+
+        return lifecycle(
+            self._loop(run, task, observed),
+            loop=_LOOP,
+            run_id=run.run_id,
+            observed=observed,
+            clock=clock,
+            partial=partial,
+        )
+
+    def _loop(self, run: _Run, task: str, observed: bool) -> Machine[ReWOOResult]:
+        feedback: tuple[str, list[str]] | None = None
+        while True:
+            plan = yield from self._plan(run, task, observed, feedback)
+            done = yield from self._work(run, plan, observed)
+            failures = done.failures(plan)
+            if failures and self.replan_on_failure and run.replans < self.max_replans:
+                yield from self._replanned(run, failures, observed)
+                feedback = (plan.model_dump_json(), failures)
+                continue
+            if done.aborted_by is not None:
+                raise self._aborted(run, done.aborted_by)
+            break
+        response = yield from self._solve(run, task, plan, done.evidence, done.skipped)
+        reason: ReWOOStopReason = reply_stop(response)
+        detail = "" if reason == "answered" else f"solver stop_reason={response.stop_reason}"
+        if reason == "empty":
+            detail = "the solver's reply was empty twice"
+        return self._result(run, response.message.text, reason, detail)
 
     # -- planner ----------------------------------------------------------------------
 
     def _plan(
-        self, run: _Run, task: str, feedback: tuple[str, list[str]] | None = None
-    ) -> ReWOOPlan:
+        self,
+        run: _Run,
+        task: str,
+        observed: bool,
+        feedback: tuple[str, list[str]] | None = None,
+    ) -> Machine[ReWOOPlan]:
         system = planner_system(self.planner_system, self.tools, self.max_plan_steps)
         while True:
             prompt = planner_prompt(task, *feedback) if feedback else planner_prompt(task)
             try:
-                reply = ask_structured(
+                reply = yield from structured_machine(
                     self.planner,
                     ReWOOPlan,
                     prompt,
                     system=system,
                     max_retries=self.max_retries,
                     max_tokens=self.max_tokens,
-                    on_event=self.on_event,
-                    loop="rewoo",
+                    loop=_LOOP,
                     run_id=run.run_id,
                 )
             except ModelOutputError as exc:
-                run.spend(exc.usage, exc.model_calls)
+                run.totals.spend(exc.usage, exc.model_calls)
                 raise
-            run.spend(reply.usage, reply.model_calls)
+            run.totals.spend(reply.usage, reply.model_calls)
             run.plan = plan = reply.value
             problems = plan_problems(plan, self.tools, self.max_plan_steps)
             if not problems:
-                emit(self.on_event, PlanMade, loop="rewoo", run_id=run.run_id, plan=plan)
+                if observed:
+                    yield Emit(PlanMade(loop=_LOOP, run_id=run.run_id, plan=plan))
                 return plan
             if run.replans >= self.max_replans:
                 raise PlanValidationError(problems, plan=plan)
-            self._replanned(run, problems)
+            yield from self._replanned(run, problems, observed)
             feedback = (reply.raw, problems)
 
-    def _replanned(self, run: _Run, problems: list[str]) -> None:
+    def _replanned(self, run: _Run, problems: list[str], observed: bool) -> Machine[None]:
         run.replans += 1
-        emit(
-            self.on_event,
-            Replanned,
-            loop="rewoo",
-            run_id=run.run_id,
-            attempt=run.replans,
-            problems=problems,
-        )
+        if observed:
+            yield Emit(
+                Replanned(loop=_LOOP, run_id=run.run_id, attempt=run.replans, problems=problems)
+            )
 
     # -- worker ---------------------------------------------------------------------------
 
-    def _work(self, run: _Run, plan: ReWOOPlan, *, validated: bool = False) -> Work:
-        if not validated:
-            validate_plan(plan, self.tools, max_steps=self.max_plan_steps)
-        done = work_plan(
+    def _work(self, run: _Run, plan: ReWOOPlan, observed: bool) -> Machine[Work]:
+        # Without an executor the machine bounds the parallel steps; an executor has
+        # its own bound.
+        limit = self.max_workers if self.executor is None else max(len(plan.steps), 1)
+        done = yield from work_machine(
             plan,
             self.tools,
-            executor=self.executor or self._thread_pool(),
+            limit=limit,
             abort=self.on_tool_error == "abort",
-            on_event=self.on_event,
+            observed=observed,
             run_id=run.run_id,
         )
         run.evidence, run.skipped = done.evidence, done.skipped
@@ -305,69 +374,38 @@ class ReWOOPipeline:
         )
         return ToolStepFailed(message, result=self._result(run, "", "tool_failed", message))
 
-    def _thread_pool(self) -> ThreadPoolExecutor:
-        # One pool per pipeline, made on first use: starting threads for every run would
-        # cost more than scheduling a whole small plan.
-        with self._pool_lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(
-                    self.max_workers, thread_name_prefix="agentloops-rewoo"
-                )
-            return self._pool
-
-    def close(self) -> None:
-        """Shut down the default thread pool (a caller's `executor` is left alone).
-        A later run starts a new one."""
-        with self._pool_lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=False)
-
-    def __getstate__(self) -> dict[str, Any]:
-        # A pipeline sent to another process (a batch run on Dask) starts its own pool there.
-        state = self.__dict__.copy()
-        state["_pool"] = None
-        del state["_pool_lock"]
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._pool_lock = threading.Lock()
-
-    def __enter__(self) -> ReWOOPipeline:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     # -- solver -------------------------------------------------------------------------
 
     def _solve(
-        self, run: _Run, task: str, plan: ReWOOPlan, evidence: Mapping[str, ToolOutcome]
-    ) -> tuple[str, str]:
-        prompt = solver_prompt(task, plan, evidence, self.max_evidence_chars)
-        response = ask_text(
+        self,
+        run: _Run,
+        task: str,
+        plan: ReWOOPlan,
+        evidence: Mapping[str, ToolOutcome],
+        skipped: list[str],
+    ) -> Machine[ModelResponse]:
+        prompt = solver_prompt(task, plan, evidence, set(skipped), self.max_evidence_chars)
+        response, calls = yield from text_machine(
             self.solver,
             prompt,
             system=self.solver_system,
             max_tokens=self.max_tokens,
-            on_event=self.on_event,
-            loop="rewoo",
+            loop=_LOOP,
             run_id=run.run_id,
-            step=run.model_calls,
+            step=run.totals.model_calls,
         )
-        run.spend(response.usage, 1)
-        return response.message.text, response.stop_reason
+        run.totals.spend(response.usage, calls)
+        return response
 
-    # -- results and events -------------------------------------------------------------
+    # -- results ------------------------------------------------------------------------
 
     def _result(self, run: _Run, answer: str, reason: ReWOOStopReason, detail: str) -> ReWOOResult:
         return ReWOOResult(
             answer=answer,
             plan=run.plan,
             evidence=run.evidence,
-            usage=run.usage,
-            model_calls=run.model_calls,
+            usage=run.totals.usage,
+            model_calls=run.totals.model_calls,
             replans=run.replans,
             run_id=run.run_id,
             stop_reason=reason,
@@ -375,19 +413,6 @@ class ReWOOPipeline:
             detail=detail,
         )
 
-    def _finished(self, run: _Run, reason: str) -> None:
-        emit(
-            self.on_event,
-            RunFinished,
-            loop="rewoo",
-            run_id=run.run_id,
-            stop_reason=reason,
-            usage=run.usage,
-            model_calls=run.model_calls,
-            seconds=time.perf_counter() - run.started,
-        )
 
-
-def _stop_reason(exc: AgentLoopsError) -> ReWOOStopReason:
-    # ToolStepFailed is raised with its result already built.
-    return "invalid_plan" if isinstance(exc, PlanValidationError) else "error"
+def _not_run(outcome: ToolOutcome) -> bool:
+    return outcome.content.startswith(NOT_RUN)

@@ -10,10 +10,13 @@ from dataclasses import dataclass, field
 
 import pydantic
 
+from agentloops.engine import aio, sync
+from agentloops.engine.effects import Machine
+from agentloops.engine.host import NO_TOOLS as _NO_TOOLS
 from agentloops.errors import ConfigurationError, ModelOutputError, check_limits
 from agentloops.events import EventSink
 from agentloops.model import ModelClient, Usage
-from agentloops.structured import ask_structured
+from agentloops.structured import structured_machine
 
 ROUTER_SYSTEM = """You are the router of an agent system.
 Read the task and pick the one route, from the list you are given, that should handle \
@@ -92,14 +95,21 @@ class Router:
         Raises:
             ModelError: the provider itself failed.
         """
+        return sync.run(self.machine(task), _NO_TOOLS, self.on_event)
+
+    async def aroute(self, task: str) -> RouteDecision:
+        """`route` on the event loop."""
+        return await aio.run(self.machine(task), _NO_TOOLS, self.on_event)
+
+    def machine(self, task: str) -> Machine[RouteDecision]:
+        """`route` as a step machine (see `agentloops.engine`)."""
         try:
-            reply = ask_structured(
+            reply = yield from structured_machine(
                 self.model,
                 RouteChoice,
                 self._prompt(task),
                 system=self.system,
                 max_retries=self.max_retries,
-                on_event=self.on_event,
                 loop="router",
             )
         except ModelOutputError as exc:

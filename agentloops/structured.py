@@ -7,22 +7,39 @@ to the model, a bounded number of times, then `ModelOutputError` with the last r
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 import pydantic
 
+from agentloops.engine import aio, sync
+from agentloops.engine.effects import CallModel, Machine
+from agentloops.engine.host import NO_TOOLS as _NO_TOOLS
 from agentloops.errors import ConfigurationError, ModelOutputError
-from agentloops.events import EventSink, complete_with_events
+from agentloops.events import EventSink
 from agentloops.messages import Message, Text, ToolResult
-from agentloops.model import ModelClient, ModelRequest, ModelResponse, OutputSchema, Usage
+from agentloops.model import (
+    AnswerStop,
+    ModelClient,
+    ModelRequest,
+    ModelResponse,
+    OutputSchema,
+    Usage,
+    answer_stop,
+)
 from agentloops.tools import field_errors
 
 T = TypeVar("T", bound=pydantic.BaseModel)
 
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
+_CUT_OFF = (
+    "your reply was cut off by the output limit before the JSON was complete; "
+    "reply again with a shorter JSON object"
+)
+EMPTY_NUDGE = "Your reply was empty. Answer now."
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -55,24 +72,93 @@ def ask_structured(
 ) -> StructuredReply[T]:
     """Ask `model` for JSON matching `schema`; on failure send the errors back and retry.
 
+    A reply cut off by the output limit is retried with a request for a shorter one.
+
     Raises:
         ModelOutputError: still invalid after `max_retries` retries; carries `.raw`,
             `.errors`, and `.usage`/`.model_calls` spent so far.
     """
+    machine = structured_machine(
+        model,
+        schema,
+        prompt,
+        system=system,
+        max_retries=max_retries,
+        max_tokens=max_tokens,
+        loop=loop,
+        run_id=run_id,
+    )
+    return sync.run(machine, _NO_TOOLS, on_event)
+
+
+async def aask_structured(
+    model: ModelClient,
+    schema: type[T],
+    prompt: str | list[Message],
+    *,
+    system: str = "",
+    max_retries: int = 2,
+    max_tokens: int | None = None,
+    on_event: EventSink | None = None,
+    loop: str = "structured",
+    run_id: str = "",
+) -> StructuredReply[T]:
+    """`ask_structured` on the event loop."""
+    machine = structured_machine(
+        model,
+        schema,
+        prompt,
+        system=system,
+        max_retries=max_retries,
+        max_tokens=max_tokens,
+        loop=loop,
+        run_id=run_id,
+    )
+    return await aio.run(machine, _NO_TOOLS, on_event)
+
+
+def structured_machine(
+    model: ModelClient,
+    schema: type[T],
+    prompt: str | list[Message],
+    *,
+    system: str = "",
+    max_retries: int = 2,
+    max_tokens: int | None = None,
+    loop: str = "structured",
+    run_id: str = "",
+) -> Machine[StructuredReply[T]]:
+    """`ask_structured` as a step machine: what every loop's planner, router and
+    evaluator runs inside its own machine."""
     if max_retries < 0:
         raise ConfigurationError(f"max_retries must be >= 0, got {max_retries}")
+    return _structured(model, schema, prompt, system, max_retries, max_tokens, loop, run_id)
+
+
+def _structured(
+    model: ModelClient,
+    schema: type[T],
+    prompt: str | list[Message],
+    system: str,
+    max_retries: int,
+    max_tokens: int | None,
+    loop: str,
+    run_id: str,
+) -> Machine[StructuredReply[T]]:
     messages = [Message.user(prompt)] if isinstance(prompt, str) else list(prompt)
     output = output_schema(schema)
     usage, calls, raw, errors = Usage(), 0, "", ""
     for _attempt in range(max_retries + 1):
         request = ModelRequest(system, messages, [], "auto", max_tokens, output)
-        response = complete_with_events(model, request, on_event, loop, run_id, calls)
+        response: ModelResponse = yield CallModel(model, request, loop, run_id, calls)
         usage, calls = usage + response.usage, calls + 1
         raw = _raw(response)
         try:
             value = _parse(schema, response)
         except (pydantic.ValidationError, ValueError) as exc:
             errors = _errors(exc)
+            if response.stop_reason == "max_tokens":
+                errors = f"{_CUT_OFF} ({errors})"
             reply = _sendable(response.message)
             messages = [*messages, reply, _feedback(reply, errors)]
             continue
@@ -98,9 +184,43 @@ def ask_text(
     step: int = 0,
 ) -> ModelResponse:
     """One plain-text call from a fresh context (one user turn, no tools), with its events:
-    how a ReWOO solver or a Plan-and-Execute reporter writes the answer."""
+    how a ReWOO solver or a Plan-and-Execute reporter writes the answer. An empty reply
+    is asked for once more; `reply_stop` tells what the final reply means."""
+    machine = text_machine(
+        model, prompt, system=system, max_tokens=max_tokens, loop=loop, run_id=run_id, step=step
+    )
+    return sync.run(machine, _NO_TOOLS, on_event)[0]
+
+
+def text_machine(
+    model: ModelClient,
+    prompt: str,
+    *,
+    system: str = "",
+    max_tokens: int | None = None,
+    loop: str = "text",
+    run_id: str = "",
+    step: int = 0,
+) -> Machine[tuple[ModelResponse, int]]:
+    """`ask_text` as a step machine: the final response and how many calls it took.
+    When the first reply was empty and the model was asked again, the response's usage
+    covers both calls."""
     request = ModelRequest(system, [Message.user(prompt)], [], "auto", max_tokens)
-    return complete_with_events(model, request, on_event, loop, run_id, step)
+    response: ModelResponse = yield CallModel(model, request, loop, run_id, step)
+    if reply_stop(response) != "empty":
+        return response, 1
+    again = Message("user", (Text(prompt), Text(EMPTY_NUDGE)))
+    retry = ModelRequest(system, [again], [], "auto", max_tokens)
+    second: ModelResponse = yield CallModel(model, retry, loop, run_id, step + 1)
+    return dataclasses.replace(second, usage=response.usage + second.usage), 2
+
+
+def reply_stop(response: ModelResponse) -> AnswerStop | Literal["empty"]:
+    """How a run ends on this final reply: `answer_stop` of its stop reason, or
+    `"empty"` when it finished normally with no text at all."""
+    if response.stop_reason in ("end_turn", "stop_sequence") and not response.message.text.strip():
+        return "empty"
+    return answer_stop(response.stop_reason)
 
 
 def _raw(response: ModelResponse) -> str:

@@ -9,6 +9,7 @@ Routes still receive and return `httpx.Request`/`httpx.Response` objects.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
@@ -16,6 +17,8 @@ from typing import ClassVar
 import pytest
 import respx
 from respx.mocks import HTTPCoreMocker, Mocker
+
+import agentloops as _loops
 
 ANTHROPIC_API = "https://api.anthropic.com"
 
@@ -69,3 +72,41 @@ def instant_analyst_tools(tmp_path: Path) -> Iterator[object]:
     tools.configure(latency_scale=0, ledger_path=tmp_path / "ledger.jsonl")
     yield tools
     tools.configure(latency_scale=1.0, ledger_path=Path("ledger.jsonl"))
+
+
+# -- every loop under both drivers ---------------------------------------------------------
+#
+# A test that takes `ReActLoop` (or `ReWOOPipeline`, `PlanAndExecute`, `Router`,
+# `Evaluator`) as a parameter runs twice: once with the class itself, once with a subclass
+# whose `run`, `resume`, `route` and `evaluate` drive `arun`, `aresume`, `aroute` and
+# `aevaluate` on a fresh event loop. The parameter shadows the imported name, so the test
+# body reads the same under both drivers.
+
+_ASYNC_TWINS = {"run": "arun", "resume": "aresume", "route": "aroute", "evaluate": "aevaluate"}
+
+
+def _driven_by_asyncio(cls: type) -> type:
+    def twin(name: str, async_name: str) -> object:
+        def method(self: object, *args: object, **kwargs: object) -> object:
+            return asyncio.run(getattr(self, async_name)(*args, **kwargs))
+
+        method.__name__ = name
+        return method
+
+    methods = {n: twin(n, a) for n, a in _ASYNC_TWINS.items() if hasattr(cls, a)}
+    return type(cls.__name__, (cls,), methods)
+
+
+def _both_drivers(cls: type) -> object:
+    @pytest.fixture(params=["sync", "async"], name=cls.__name__)
+    def fixture(request: pytest.FixtureRequest) -> type:
+        return cls if request.param == "sync" else _driven_by_asyncio(cls)
+
+    return fixture
+
+
+ReActLoop = _both_drivers(_loops.ReActLoop)
+ReWOOPipeline = _both_drivers(_loops.ReWOOPipeline)
+PlanAndExecute = _both_drivers(_loops.PlanAndExecute)
+Router = _both_drivers(_loops.Router)
+Evaluator = _both_drivers(_loops.Evaluator)

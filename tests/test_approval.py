@@ -51,7 +51,9 @@ def results_sent(model: ScriptedModel, index: int) -> list[ToolResult]:
     return model.requests[index].messages[-1].tool_results
 
 
-def paused_run(**loop_options: object) -> tuple[ReActResult, ReActLoop, ScriptedModel, dict]:
+def paused_run(
+    ReActLoop: type[ReActLoop], **loop_options: object
+) -> tuple[ReActResult, ReActLoop, ScriptedModel, dict]:
     tools, ran = make_tools()
     model = ScriptedModel(
         [use_tools(("send", {"to": "ann", "body": "hi"}), text="I will send it."), "Sent."]
@@ -60,8 +62,8 @@ def paused_run(**loop_options: object) -> tuple[ReActResult, ReActLoop, Scripted
     return loop.run("Tell Ann hi."), loop, model, ran
 
 
-def test_a_call_needing_approval_pauses_without_running() -> None:
-    result, _, model, ran = paused_run()
+def test_a_call_needing_approval_pauses_without_running(ReActLoop) -> None:
+    result, _, model, ran = paused_run(ReActLoop)
     assert result.stop_reason == "approval_required"
     assert [(c.name, c.args) for c in result.pending_approvals] == [
         ("send", {"to": "ann", "body": "hi"})
@@ -77,8 +79,8 @@ def test_a_call_needing_approval_pauses_without_running() -> None:
     assert caught.value.result is result
 
 
-def test_approved_call_runs_once_with_the_arguments_shown() -> None:
-    result, loop, model, ran = paused_run()
+def test_approved_call_runs_once_with_the_arguments_shown(ReActLoop) -> None:
+    result, loop, model, ran = paused_run(ReActLoop)
     call = result.pending_approvals[0]
     final = loop.resume(result, {call.id: True})
     assert final.stop_reason == "answered"
@@ -90,8 +92,8 @@ def test_approved_call_runs_once_with_the_arguments_shown() -> None:
     model.assert_complete()
 
 
-def test_denied_call_never_runs_and_the_model_is_told() -> None:
-    result, loop, model, ran = paused_run()
+def test_denied_call_never_runs_and_the_model_is_told(ReActLoop) -> None:
+    result, loop, model, ran = paused_run(ReActLoop)
     call = result.pending_approvals[0]
     final = loop.resume(result, {call.id: False})
     assert final.stop_reason == "answered"
@@ -103,7 +105,7 @@ def test_denied_call_never_runs_and_the_model_is_told() -> None:
     assert final.tool_calls == 0
 
 
-def test_mixed_turn_runs_the_allowed_call_now_and_holds_its_result() -> None:
+def test_mixed_turn_runs_the_allowed_call_now_and_holds_its_result(ReActLoop) -> None:
     tools, ran = make_tools()
     model = ScriptedModel(
         [use_tools(("lookup", {"key": "ann"}), ("send", {"to": "ann", "body": "hi"})), "Done."]
@@ -128,7 +130,7 @@ def test_mixed_turn_runs_the_allowed_call_now_and_holds_its_result() -> None:
     [("allow", 1, False, False), ("deny", 0, False, True), ("ask", 0, True, None)],
 )
 def test_policy_decides_per_call(
-    decision: str, runs: int, pauses: bool, is_error: bool | None
+    decision: str, runs: int, pauses: bool, is_error: bool | None, ReActLoop
 ) -> None:
     tools, ran = make_tools()
     seen: list[ToolCall] = []
@@ -152,7 +154,7 @@ def test_policy_decides_per_call(
 @pytest.mark.parametrize(
     ("decision", "stop"), [("allow", "approval_required"), ("deny", "answered")]
 )
-def test_a_policy_cannot_downgrade_requires_approval(decision: str, stop: str) -> None:
+def test_a_policy_cannot_downgrade_requires_approval(decision: str, stop: str, ReActLoop) -> None:
     tools, ran = make_tools()
     model = ScriptedModel([use_tools(("send", {"to": "a", "body": "b"})), "ok"])
     loop = ReActLoop(model, tools, approval=lambda call: decision)  # type: ignore[arg-type,return-value]
@@ -161,7 +163,7 @@ def test_a_policy_cannot_downgrade_requires_approval(decision: str, stop: str) -
     assert ran["send"] == []
 
 
-def test_a_policy_answer_outside_allow_deny_ask_is_a_configuration_error() -> None:
+def test_a_policy_answer_outside_allow_deny_ask_is_a_configuration_error(ReActLoop) -> None:
     tools, _ = make_tools()
     model = ScriptedModel([use_tools(("lookup", {"key": "k"}))])
     events: list[object] = []
@@ -175,7 +177,7 @@ def test_a_policy_answer_outside_allow_deny_ask_is_a_configuration_error() -> No
     assert type(events[-1]).__name__ == "RunFinished" and events[-1].stop_reason == "error"  # type: ignore[attr-defined]
 
 
-def test_a_paused_turn_whose_other_results_went_missing_is_refused() -> None:
+def test_a_paused_turn_whose_other_results_went_missing_is_refused(ReActLoop) -> None:
     tools, ran = make_tools()
     model = ScriptedModel([use_tools(("lookup", {"key": "a"}), ("send", {"to": "a", "body": "x"}))])
     loop = ReActLoop(model, tools)
@@ -196,8 +198,8 @@ def test_a_paused_turn_whose_other_results_went_missing_is_refused() -> None:
         ("pending-as-string", "must be True or False"),
     ],
 )
-def test_bad_decisions_are_configuration_errors(decisions: object, message: str) -> None:
-    result, loop, model, ran = paused_run()
+def test_bad_decisions_are_configuration_errors(decisions: object, message: str, ReActLoop) -> None:
+    result, loop, model, ran = paused_run(ReActLoop)
     call_id = result.pending_approvals[0].id
     if decisions == "pending-and-unknown":
         decisions = {call_id: True, "other": False}
@@ -209,8 +211,8 @@ def test_bad_decisions_are_configuration_errors(decisions: object, message: str)
     assert model.calls == 1
 
 
-def test_only_a_paused_result_resumes_and_only_once() -> None:
-    result, loop, _, ran = paused_run()
+def test_only_a_paused_result_resumes_and_only_once(ReActLoop) -> None:
+    result, loop, _, ran = paused_run(ReActLoop)
     decisions = {result.pending_approvals[0].id: True}
     final = loop.resume(result, decisions)
     with pytest.raises(ConfigurationError, match="already resumed"):
@@ -220,7 +222,7 @@ def test_only_a_paused_result_resumes_and_only_once() -> None:
     assert len(ran["send"]) == 1
 
 
-def test_two_pending_calls_answered_in_reverse_order_each_get_their_own_decision() -> None:
+def test_two_pending_calls_answered_in_reverse_order_each_get_their_own_decision(ReActLoop) -> None:
     tools, ran = make_tools()
     model = ScriptedModel(
         [
@@ -237,8 +239,8 @@ def test_two_pending_calls_answered_in_reverse_order_each_get_their_own_decision
     assert [(r.call_id, r.is_error) for r in sent] == [(first.id, False), (second.id, True)]
 
 
-def test_a_pending_call_whose_arguments_changed_is_refused() -> None:
-    result, loop, _, ran = paused_run()
+def test_a_pending_call_whose_arguments_changed_is_refused(ReActLoop) -> None:
+    result, loop, _, ran = paused_run(ReActLoop)
     call = result.pending_approvals[0]
     forged = ToolCall(call.id, call.name, {"to": "mallory", "body": "hi"})
     tampered = dataclasses.replace(result, pending_approvals=[forged])
@@ -247,8 +249,8 @@ def test_a_pending_call_whose_arguments_changed_is_refused() -> None:
     assert ran["send"] == []
 
 
-def test_resume_from_a_json_round_trip_in_a_fresh_loop() -> None:
-    result, _, _, ran = paused_run()
+def test_resume_from_a_json_round_trip_in_a_fresh_loop(ReActLoop) -> None:
+    result, _, _, ran = paused_run(ReActLoop)
     state = json.loads(json.dumps(result.to_state()))
     restored = ReActResult.from_state(state)
     assert restored.pending_approvals == result.pending_approvals
@@ -262,15 +264,15 @@ def test_resume_from_a_json_round_trip_in_a_fresh_loop() -> None:
     assert final.model_calls == 2  # counts carry over from the paused run
 
 
-def test_pause_emits_approval_requested() -> None:
+def test_pause_emits_approval_requested(ReActLoop) -> None:
     events: list[object] = []
-    result, *_ = paused_run(on_event=events.append)
+    result, *_ = paused_run(ReActLoop, on_event=events.append)
     [asked] = [e for e in events if isinstance(e, ApprovalRequested)]
     assert asked.calls == result.pending_approvals
     assert asked.run_id == result.run_id
 
 
-def test_held_results_survive_the_round_trip() -> None:
+def test_held_results_survive_the_round_trip(ReActLoop) -> None:
     tools, _ = make_tools()
     model = ScriptedModel([use_tools(("lookup", {"key": "x"}), ("send", {"to": "a", "body": "b"}))])
     result = ReActLoop(model, tools).run("Go.")
@@ -306,8 +308,8 @@ CHILD = textwrap.dedent(
 )
 
 
-def test_resume_in_another_process_through_sqlite(tmp_path: Path) -> None:
-    result, _, _, ran = paused_run()
+def test_resume_in_another_process_through_sqlite(tmp_path: Path, ReActLoop) -> None:
+    result, _, _, ran = paused_run(ReActLoop)
     db = tmp_path / "runs.db"
     SQLiteCheckpointer(db).save("approval-run", result.to_state())
     child = subprocess.run(

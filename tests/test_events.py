@@ -5,7 +5,6 @@ from agentloops import (
     JSONLSink,
     ModelCallFinished,
     PlanMade,
-    ReActLoop,
     ToolCallFinished,
     ToolOutcome,
     Usage,
@@ -51,7 +50,7 @@ def test_pydantic_and_nested_values_are_dumped():
     assert data["plan"] == {"steps": [1, 2]}
 
 
-def test_jsonl_sink_writes_one_line_per_event(tmp_path):
+def test_jsonl_sink_writes_one_line_per_event(tmp_path, ReActLoop):
     path = tmp_path / "events.jsonl"
     with JSONLSink(path) as sink:
         model = ScriptedModel([use_tools(("echo", {"text": "hi"})), "done"])

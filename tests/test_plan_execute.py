@@ -15,7 +15,6 @@ from agentloops import (
     ModelRefused,
     OutputTruncated,
     Plan,
-    PlanAndExecute,
     PlanMade,
     PlanStep,
     PlanValidationError,
@@ -77,7 +76,7 @@ def two_step_models() -> tuple[ScriptedModel, ScriptedModel, ScriptedModel]:
     return planner, executor, reporter
 
 
-def test_whole_flow_with_exact_model_calls() -> None:
+def test_whole_flow_with_exact_model_calls(PlanAndExecute) -> None:
     planner, executor, reporter = two_step_models()
     tools, ran = market_tools()
     agent = PlanAndExecute(planner, tools, executor=executor, reporter=reporter)
@@ -98,7 +97,9 @@ def test_whole_flow_with_exact_model_calls() -> None:
         model.assert_complete()
 
 
-def test_each_role_has_its_stable_system_prompt_and_the_reporter_sees_all_results() -> None:
+def test_each_role_has_its_stable_system_prompt_and_the_reporter_sees_all_results(
+    PlanAndExecute,
+) -> None:
     planner, executor, reporter = two_step_models()
     tools, _ = market_tools()
     PlanAndExecute(planner, tools, executor=executor, reporter=reporter).run("Brief me on ACME.")
@@ -121,7 +122,7 @@ def test_each_role_has_its_stable_system_prompt_and_the_reporter_sees_all_result
     assert "tick 8812" not in text  # tool transcripts stay inside their step
 
 
-def test_system_prompts_can_be_overridden() -> None:
+def test_system_prompts_can_be_overridden(PlanAndExecute) -> None:
     planner, executor, reporter = two_step_models()
     tools, _ = market_tools()
     PlanAndExecute(
@@ -138,7 +139,7 @@ def test_system_prompts_can_be_overridden() -> None:
     assert reporter.requests[0].system == "R"
 
 
-def test_a_step_starts_from_a_digest_not_from_earlier_transcripts() -> None:
+def test_a_step_starts_from_a_digest_not_from_earlier_transcripts(PlanAndExecute) -> None:
     planner, executor, reporter = two_step_models()
     tools, _ = market_tools()
     PlanAndExecute(planner, tools, executor=executor, reporter=reporter).run("Brief me on ACME.")
@@ -152,7 +153,7 @@ def test_a_step_starts_from_a_digest_not_from_earlier_transcripts() -> None:
     assert "(none yet" in first_of_step_1.messages[0].text
 
 
-def test_the_digest_cuts_long_findings() -> None:
+def test_the_digest_cuts_long_findings(PlanAndExecute) -> None:
     planner = ScriptedModel([plan_of("one", "two")])
     executor = ScriptedModel(["x" * 5000, "done", "report"])
     PlanAndExecute(planner, executor=executor, reporter=executor, max_digest_chars=100).run("t")
@@ -161,7 +162,7 @@ def test_the_digest_cuts_long_findings() -> None:
     assert "x" * 101 not in opening
 
 
-def test_a_step_at_its_limit_is_incomplete_and_the_run_goes_on() -> None:
+def test_a_step_at_its_limit_is_incomplete_and_the_run_goes_on(PlanAndExecute) -> None:
     tools, ran = market_tools()
     events: list[Any] = []
     model = ScriptedModel(
@@ -188,7 +189,7 @@ def test_a_step_at_its_limit_is_incomplete_and_the_run_goes_on() -> None:
     assert model.calls == 5
 
 
-def test_a_refusing_step_is_incomplete_and_keeps_its_words() -> None:
+def test_a_refusing_step_is_incomplete_and_keeps_its_words(PlanAndExecute) -> None:
     model = ScriptedModel(
         [plan_of("one", "two"), respond("I won't do that.", stop_reason="refusal"), "2", "r"]
     )
@@ -215,7 +216,7 @@ def test_a_refusing_step_is_incomplete_and_keeps_its_words() -> None:
     ],
 )
 def test_an_invalid_plan_names_every_problem_before_anything_runs(
-    steps: list[tuple[int, str]], problems: list[str]
+    steps: list[tuple[int, str]], problems: list[str], PlanAndExecute
 ) -> None:
     plan = {"steps": [{"step_number": n, "description": d} for n, d in steps]}
     model = ScriptedModel([respond_structured(plan)])
@@ -224,13 +225,13 @@ def test_an_invalid_plan_names_every_problem_before_anything_runs(
         PlanAndExecute(model, tools, max_plan_steps=2).run("t")
     assert caught.value.problems == problems
     assert caught.value.plan == Plan.model_validate(plan)
-    assert caught.value.result.stop_reason == "error"
+    assert caught.value.result.stop_reason == "invalid_plan"  # as in ReWOO
     assert caught.value.result.model_calls == 1
     assert ran == {"price": 0, "news": 0}
     assert plan_problems(Plan.model_validate(plan), max_steps=2) == problems
 
 
-def test_an_invalid_plan_goes_back_to_the_planner_when_replanning_is_on() -> None:
+def test_an_invalid_plan_goes_back_to_the_planner_when_replanning_is_on(PlanAndExecute) -> None:
     events: list[Any] = []
     model = ScriptedModel([plan_of(), plan_of("only step"), "found", "report"])
     result = PlanAndExecute(model, replan=True, on_event=events.append).run("t")
@@ -242,14 +243,14 @@ def test_an_invalid_plan_goes_back_to_the_planner_when_replanning_is_on() -> Non
     assert (replanned.attempt, replanned.problems) == (1, ["the plan has no steps"])
 
 
-def test_rejected_plans_are_bounded_by_max_replans() -> None:
+def test_rejected_plans_are_bounded_by_max_replans(PlanAndExecute) -> None:
     model = ScriptedModel([plan_of(), plan_of()])
     with pytest.raises(PlanValidationError):
         PlanAndExecute(model, replan=True, max_replans=1).run("t")
     assert model.calls == 2
 
 
-def test_steps_run_in_step_number_order() -> None:
+def test_steps_run_in_step_number_order(PlanAndExecute) -> None:
     plan = {
         "steps": [{"step_number": 2, "description": "b"}, {"step_number": 1, "description": "a"}]
     }
@@ -259,7 +260,7 @@ def test_steps_run_in_step_number_order() -> None:
     assert "Your step (1 of 2): a" in model.requests[1].messages[0].text
 
 
-def test_garbage_from_the_planner_is_a_model_output_error_after_its_retries() -> None:
+def test_garbage_from_the_planner_is_a_model_output_error_after_its_retries(PlanAndExecute) -> None:
     model = ScriptedModel(["not json", "still not json"])
     with pytest.raises(ModelOutputError) as caught:
         PlanAndExecute(model, max_retries=1).run("t")
@@ -267,7 +268,7 @@ def test_garbage_from_the_planner_is_a_model_output_error_after_its_retries() ->
     assert caught.value.result.stop_reason == "error"
 
 
-def test_a_failing_step_counts_what_it_spent() -> None:
+def test_a_failing_step_counts_what_it_spent(PlanAndExecute) -> None:
     tools, _ = market_tools()
     turn = use_tools(("price", {"ticker": "A"}), usage=U)
     model = ScriptedModel([plan_of("one"), turn, ModelError("down")])
@@ -283,7 +284,7 @@ def revise(*descriptions: str, revise: bool = True) -> Any:
     return respond_structured({"revise": revise, "steps": steps, "reason": "new facts"})
 
 
-def test_replanning_revises_the_remaining_steps_and_is_bounded() -> None:
+def test_replanning_revises_the_remaining_steps_and_is_bounded(PlanAndExecute) -> None:
     events: list[Any] = []
     model = ScriptedModel(
         [
@@ -313,7 +314,7 @@ def test_replanning_revises_the_remaining_steps_and_is_bounded() -> None:
     ]
 
 
-def test_keeping_the_plan_does_not_spend_a_replan() -> None:
+def test_keeping_the_plan_does_not_spend_a_replan(PlanAndExecute) -> None:
     keep = revise(revise=False)
     model = ScriptedModel([plan_of("one", "two", "three"), "1", keep, "2", keep, "3", "report"])
     result = PlanAndExecute(model, replan=True, max_replans=1).run("t")
@@ -322,7 +323,7 @@ def test_keeping_the_plan_does_not_spend_a_replan() -> None:
     assert model.calls == 7  # the replanner is asked after steps 1 and 2, not after the last
 
 
-def test_an_empty_revision_drops_the_remaining_steps() -> None:
+def test_an_empty_revision_drops_the_remaining_steps(PlanAndExecute) -> None:
     model = ScriptedModel([plan_of("one", "two"), "all found", revise(), "report"])
     result = PlanAndExecute(model, replan=True).run("t")
     assert [s.description for s in result.plan.steps] == ["one"]
@@ -330,7 +331,7 @@ def test_an_empty_revision_drops_the_remaining_steps() -> None:
     assert model.calls == 4
 
 
-def test_an_invalid_revision_is_rejected_and_the_plan_kept() -> None:
+def test_an_invalid_revision_is_rejected_and_the_plan_kept(PlanAndExecute) -> None:
     events: list[Any] = []
     model = ScriptedModel([plan_of("one", "two"), "1", revise("a", "b", "c"), "2", "report"])
     result = PlanAndExecute(model, replan=True, max_plan_steps=3, on_event=events.append).run("t")
@@ -342,7 +343,7 @@ def test_an_invalid_revision_is_rejected_and_the_plan_kept() -> None:
     ]
 
 
-def test_events_frame_the_run_and_steps_pass_them_down() -> None:
+def test_events_frame_the_run_and_steps_pass_them_down(PlanAndExecute) -> None:
     events: list[Any] = []
     planner, executor, reporter = two_step_models()
     tools, _ = market_tools()
@@ -377,7 +378,7 @@ def test_events_frame_the_run_and_steps_pass_them_down() -> None:
     assert (finished.stop_reason, finished.model_calls) == ("answered", 6)
 
 
-def test_events_serialise_to_jsonl(tmp_path: Path) -> None:
+def test_events_serialise_to_jsonl(tmp_path: Path, PlanAndExecute) -> None:
     planner, executor, reporter = two_step_models()
     tools, _ = market_tools()
     with JSONLSink(tmp_path / "events.jsonl") as sink:
@@ -403,7 +404,7 @@ def test_events_serialise_to_jsonl(tmp_path: Path) -> None:
     ],
 )
 def test_a_report_that_stops_short_is_not_an_answer(
-    model_stop: Any, run_stop: str, error: type[Exception]
+    model_stop: Any, run_stop: str, error: type[Exception], PlanAndExecute
 ) -> None:
     model = ScriptedModel([plan_of("one"), "x", respond("I can't.", stop_reason=model_stop)])
     result = PlanAndExecute(model).run("t")
@@ -423,7 +424,7 @@ def test_a_report_that_stops_short_is_not_an_answer(
         ("max_digest_chars", 10),
     ],
 )
-def test_bad_limits_are_configuration_errors(option: str, value: int) -> None:
+def test_bad_limits_are_configuration_errors(option: str, value: int, PlanAndExecute) -> None:
     with pytest.raises(ValueError, match=option):
         PlanAndExecute(ScriptedModel([]), **{option: value})
 
@@ -432,7 +433,7 @@ def test_plan_step_defaults() -> None:
     assert PlanStep(step_number=1, description="d").tool_hint is None
 
 
-def test_without_a_checkpointer_a_failed_run_resumes_in_process() -> None:
+def test_without_a_checkpointer_a_failed_run_resumes_in_process(PlanAndExecute) -> None:
     events: list[Any] = []
     tools, ran = market_tools()
     planner = ScriptedModel([plan_of("Find ACME's price", "Find ACME's news")])

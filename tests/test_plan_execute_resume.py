@@ -22,7 +22,6 @@ from agentloops import (
     ConfigurationError,
     MemoryCheckpointer,
     ModelError,
-    PlanAndExecute,
     SQLiteCheckpointer,
     Tool,
     tool,
@@ -81,7 +80,9 @@ def step(what: str) -> list[Any]:
     return [use_tools(("fetch", {"what": what})), f"found {what}"]
 
 
-def test_a_crash_between_steps_resumes_without_repeating_finished_work(tmp_path: Path) -> None:
+def test_a_crash_between_steps_resumes_without_repeating_finished_work(
+    tmp_path: Path, PlanAndExecute
+) -> None:
     db, log = tmp_path / "runs.db", tmp_path / "calls.log"
     first = ScriptedModel([PLAN, *step("a"), *step("b")])
     agent = PlanAndExecute(
@@ -105,7 +106,7 @@ def test_a_crash_between_steps_resumes_without_repeating_finished_work(tmp_path:
     assert again.resume("crash") == result
 
 
-def test_a_model_error_carries_the_partial_result_and_resume_continues() -> None:
+def test_a_model_error_carries_the_partial_result_and_resume_continues(PlanAndExecute) -> None:
     store = MemoryCheckpointer()
     model = ScriptedModel([PLAN, "found a", ModelError("overloaded", status=529)])
     agent = PlanAndExecute(model, checkpointer=store)
@@ -126,7 +127,7 @@ def test_a_model_error_carries_the_partial_result_and_resume_continues() -> None
 
 
 @pytest.mark.parametrize("where", ["planner", "reporter", "replanner"])
-def test_a_crash_outside_the_steps_resumes_at_that_call(where: str) -> None:
+def test_a_crash_outside_the_steps_resumes_at_that_call(where: str, PlanAndExecute) -> None:
     boom = ModelError("down")
     keep = respond_structured({"revise": False})
     scripts = {
@@ -156,7 +157,7 @@ class RecordingCheckpointer(MemoryCheckpointer):
         super().save(run_id, state)
 
 
-def test_what_is_saved_and_when() -> None:
+def test_what_is_saved_and_when(PlanAndExecute) -> None:
     store = RecordingCheckpointer()
     model = ScriptedModel([PLAN, "found a", "found b", "found c", "report"])
     PlanAndExecute(model, checkpointer=store).run("the task", run_id="r")
@@ -181,7 +182,7 @@ def test_what_is_saved_and_when() -> None:
     assert store.list_runs() == ["r"]
 
 
-def test_unknown_existing_and_unreadable_runs() -> None:
+def test_unknown_existing_and_unreadable_runs(PlanAndExecute) -> None:
     store = MemoryCheckpointer()
     agent = PlanAndExecute(ScriptedModel([PLAN, "a", "b", "c", "r"]), checkpointer=store)
     with pytest.raises(CheckpointError, match="no saved run with id 'nope'"):
@@ -221,7 +222,9 @@ def approval_script() -> list[Any]:
     ]
 
 
-def test_a_step_waiting_for_approval_pauses_the_run_and_resumes_elsewhere(tmp_path: Path) -> None:
+def test_a_step_waiting_for_approval_pauses_the_run_and_resumes_elsewhere(
+    tmp_path: Path, PlanAndExecute
+) -> None:
     db, log = tmp_path / "runs.db", tmp_path / "calls.log"
     agent = PlanAndExecute(
         ScriptedModel(approval_script()), make_tools(log), checkpointer=SQLiteCheckpointer(db)
@@ -254,7 +257,7 @@ def test_a_step_waiting_for_approval_pauses_the_run_and_resumes_elsewhere(tmp_pa
         fresh.resume("pub", {call.id: True})  # a decision is used once
 
 
-def test_a_denied_call_inside_a_step_never_runs() -> None:
+def test_a_denied_call_inside_a_step_never_runs(PlanAndExecute) -> None:
     log_calls: list[str] = []
 
     @tool(requires_approval=True)
@@ -303,7 +306,7 @@ def resume_in_child(db: Path, log: Path, run_id: str, decisions: Any, script: li
     return json.loads(child.stdout)
 
 
-def test_another_process_resumes_after_a_crash(tmp_path: Path) -> None:
+def test_another_process_resumes_after_a_crash(tmp_path: Path, PlanAndExecute) -> None:
     db, log = tmp_path / "runs.db", tmp_path / "calls.log"
     agent = PlanAndExecute(
         ScriptedModel([PLAN, *step("a"), *step("b")]),
@@ -324,7 +327,7 @@ def test_another_process_resumes_after_a_crash(tmp_path: Path) -> None:
     assert calls(log) == {"fetch:a": 1, "fetch:b": 2, "fetch:c": 1}
 
 
-def test_another_process_gives_the_approval(tmp_path: Path) -> None:
+def test_another_process_gives_the_approval(tmp_path: Path, PlanAndExecute) -> None:
     db, log = tmp_path / "runs.db", tmp_path / "calls.log"
     agent = PlanAndExecute(
         ScriptedModel(approval_script()), make_tools(log), checkpointer=SQLiteCheckpointer(db)
@@ -350,7 +353,7 @@ def _clear_pending(paused: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("tamper", [_drop_last_turn, _clear_pending])
 def test_a_paused_transcript_that_was_tampered_with_is_refused(
-    tmp_path: Path, tamper: Callable[[dict[str, Any]], None]
+    tmp_path: Path, tamper: Callable[[dict[str, Any]], None], PlanAndExecute
 ) -> None:
     log = tmp_path / "calls.log"
     store = MemoryCheckpointer()
@@ -379,7 +382,7 @@ class FailingCheckpointer(MemoryCheckpointer):
         super().save(run_id, state)
 
 
-def test_a_failed_save_stops_the_run_and_the_previous_checkpoint_resumes() -> None:
+def test_a_failed_save_stops_the_run_and_the_previous_checkpoint_resumes(PlanAndExecute) -> None:
     store = FailingCheckpointer(fail_on=4)  # start, plan, step 1, *step 2*
     model = ScriptedModel([PLAN, "found a", "found b"])
     with pytest.raises(CheckpointError, match="disk full") as caught:

@@ -53,7 +53,7 @@ def add(counter):
 U = Usage(input_tokens=100, output_tokens=10, cache_read_tokens=50, cache_write_tokens=5)
 
 
-def test_answer_without_tools():
+def test_answer_without_tools(ReActLoop):
     model = ScriptedModel([respond("Paris.", usage=U)])
     result = ReActLoop(model, [], system="terse").run("Capital of France?")
     assert (result.answer, result.stop_reason, result.model_calls, result.tool_calls) == (
@@ -67,7 +67,7 @@ def test_answer_without_tools():
     result.raise_for_stop()  # answered: no error
 
 
-def test_tool_loop_sums_usage_and_keeps_a_valid_transcript(add, counter):
+def test_tool_loop_sums_usage_and_keeps_a_valid_transcript(add, counter, ReActLoop):
     model = ScriptedModel(
         [
             use_tools(("add", {"a": 2, "b": 3}), usage=U),
@@ -86,7 +86,7 @@ def test_tool_loop_sums_usage_and_keeps_a_valid_transcript(add, counter):
     model.assert_complete()
 
 
-def test_parallel_calls_run_concurrently_and_return_in_the_order_asked():
+def test_parallel_calls_run_concurrently_and_return_in_the_order_asked(ReActLoop):
     second_done = threading.Event()
     barrier = threading.Barrier(2, timeout=5)
 
@@ -111,7 +111,7 @@ def test_parallel_calls_run_concurrently_and_return_in_the_order_asked():
     assert [r.call_id for r in results] == [c.id for c in result.messages[1].tool_calls]
 
 
-def test_parallelism_is_bounded():
+def test_parallelism_is_bounded(ReActLoop):
     running, peak, lock = [0], [0], threading.Lock()
     gate = threading.Event()
 
@@ -147,7 +147,7 @@ def test_a_single_call_runs_inline_on_the_callers_thread():
     assert threads == [threading.get_ident()]
 
 
-def test_step_limit_stops_with_a_valid_transcript(add, counter):
+def test_step_limit_stops_with_a_valid_transcript(add, counter, ReActLoop):
     model = ScriptedModel([use_tools(("add", {"a": i, "b": 0})) for i in range(3)])
     result = ReActLoop(model, [add], max_steps=3).run("loop forever")
     assert result.stop_reason == "max_steps" and result.answer == ""
@@ -158,7 +158,7 @@ def test_step_limit_stops_with_a_valid_transcript(add, counter):
     assert info.value.result is result
 
 
-def test_answer_at_limit_makes_one_tools_disabled_call(add):
+def test_answer_at_limit_makes_one_tools_disabled_call(add, ReActLoop):
     model = ScriptedModel([use_tools(("add", {"a": 1, "b": 1})), respond("best guess: 2")])
     result = ReActLoop(model, [add], max_steps=1, answer_at_limit=True).run("q")
     assert result.stop_reason == "max_steps" and result.answer == "best guess: 2"
@@ -169,7 +169,9 @@ def test_answer_at_limit_makes_one_tools_disabled_call(add):
     validate_transcript(result.messages)
 
 
-def test_answer_at_limit_closes_calls_from_a_server_that_ignores_tool_choice(add, counter):
+def test_answer_at_limit_closes_calls_from_a_server_that_ignores_tool_choice(
+    add, counter, ReActLoop
+):
     model = ScriptedModel(
         [use_tools(("add", {"a": 1, "b": 1})), use_tools(("add", {"a": 9, "b": 9}))]
     )
@@ -179,7 +181,7 @@ def test_answer_at_limit_closes_calls_from_a_server_that_ignores_tool_choice(add
     validate_transcript(result.messages)
 
 
-def test_token_budget_is_checked_before_the_next_call(add):
+def test_token_budget_is_checked_before_the_next_call(add, ReActLoop):
     big = Usage(input_tokens=600)
     model = ScriptedModel([use_tools(("add", {"a": 1, "b": 1}), usage=big)] * 2)
     result = ReActLoop(model, [add], max_total_tokens=1000).run("q")
@@ -190,7 +192,7 @@ def test_token_budget_is_checked_before_the_next_call(add):
     validate_transcript(result.messages)
 
 
-def test_stall_guard_stops_repeated_identical_turns(add, counter):
+def test_stall_guard_stops_repeated_identical_turns(add, counter, ReActLoop):
     model = ScriptedModel([use_tools(("add", {"a": 1, "b": 1})) for _ in range(3)])
     result = ReActLoop(model, [add], max_repeats=3).run("q")
     assert result.stop_reason == "stalled" and len(counter.calls) == 3
@@ -198,7 +200,7 @@ def test_stall_guard_stops_repeated_identical_turns(add, counter):
         result.raise_for_stop()
 
 
-def test_stall_guard_resets_when_anything_changes(add):
+def test_stall_guard_resets_when_anything_changes(add, ReActLoop):
     script = [use_tools(("add", {"a": 1, "b": 1})), use_tools(("add", {"a": 1, "b": 1}))]
     script += [use_tools(("add", {"a": 2, "b": 1})), use_tools(("add", {"a": 1, "b": 1})), "done"]
     result = ReActLoop(ScriptedModel(script), [add], max_repeats=3).run("q")
@@ -207,7 +209,7 @@ def test_stall_guard_resets_when_anything_changes(add):
     assert ReActLoop(off, [add], max_repeats=None).run("q").stop_reason == "answered"
 
 
-def test_refusal(add):
+def test_refusal(add, ReActLoop):
     result = ReActLoop(ScriptedModel([respond("I can't help", stop_reason="refusal")]), [add]).run(
         "q"
     )
@@ -216,7 +218,7 @@ def test_refusal(add):
         result.raise_for_stop()
 
 
-def test_refusal_with_tool_calls_runs_nothing_and_stays_valid(add, counter):
+def test_refusal_with_tool_calls_runs_nothing_and_stays_valid(add, counter, ReActLoop):
     model = ScriptedModel([use_tools(("add", {"a": 1, "b": 1}), stop_reason="refusal")])
     result = ReActLoop(model, [add]).run("q")
     assert result.stop_reason == "refused" and counter.calls == [] and result.tool_calls == 0
@@ -224,7 +226,7 @@ def test_refusal_with_tool_calls_runs_nothing_and_stays_valid(add, counter):
     validate_transcript(result.messages)
 
 
-def test_tool_call_cut_by_max_tokens_is_never_executed(add, counter):
+def test_tool_call_cut_by_max_tokens_is_never_executed(add, counter, ReActLoop):
     cut = use_tools(("add", {"a": 1}), stop_reason="max_tokens")
     model = ScriptedModel([cut, use_tools(("add", {"a": 1, "b": 2})), "3"])
     result = ReActLoop(model, [add]).run("q")
@@ -236,14 +238,14 @@ def test_tool_call_cut_by_max_tokens_is_never_executed(add, counter):
 
 
 @pytest.mark.parametrize("reason", ["max_tokens", "context_window"])
-def test_truncated_answer_is_reported(reason):
+def test_truncated_answer_is_reported(reason, ReActLoop):
     result = ReActLoop(ScriptedModel([respond("The answer is", stop_reason=reason)]), []).run("q")
     assert result.stop_reason == reason and result.answer == "The answer is"
     with pytest.raises(OutputTruncated):
         result.raise_for_stop()
 
 
-def test_answer_at_limit_right_after_a_paused_turn_adds_its_own_user_turn():
+def test_answer_at_limit_right_after_a_paused_turn_adds_its_own_user_turn(ReActLoop):
     model = ScriptedModel([respond("Searching...", stop_reason="pause_turn"), "Best guess."])
     result = ReActLoop(model, [], max_steps=1, answer_at_limit=True).run("q")
     assert (result.stop_reason, result.answer) == ("max_steps", "Best guess.")
@@ -252,14 +254,14 @@ def test_answer_at_limit_right_after_a_paused_turn_adds_its_own_user_turn():
     assert final[1].text == "Searching..." and "step limit" in final[2].text
 
 
-def test_pause_turn_is_sent_back_to_continue():
+def test_pause_turn_is_sent_back_to_continue(ReActLoop):
     model = ScriptedModel([respond("Searching...", stop_reason="pause_turn"), "Found it."])
     result = ReActLoop(model, []).run("q")
     assert result.answer == "Found it." and result.model_calls == 2
     assert model.requests[1].messages[-1].text == "Searching..."
 
 
-def test_unknown_tool_is_an_error_result_the_model_sees(add):
+def test_unknown_tool_is_an_error_result_the_model_sees(add, ReActLoop):
     model = ScriptedModel([use_tools(("delete_everything", {})), "sorry"])
     result = ReActLoop(model, [add]).run("q")
     error = result.messages[2].tool_results[0]
@@ -267,7 +269,7 @@ def test_unknown_tool_is_an_error_result_the_model_sees(add):
     assert result.stop_reason == "answered"
 
 
-def test_duplicate_call_ids_are_made_unique_and_all_answered(add, counter):
+def test_duplicate_call_ids_are_made_unique_and_all_answered(add, counter, ReActLoop):
     dup = ModelResponse(
         Message(
             "assistant",
@@ -285,7 +287,7 @@ def test_duplicate_call_ids_are_made_unique_and_all_answered(add, counter):
     validate_transcript(result.messages)
 
 
-def test_model_errors_carry_the_partial_result(add):
+def test_model_errors_carry_the_partial_result(add, ReActLoop):
     model = ScriptedModel(
         [use_tools(("add", {"a": 1, "b": 1})), ModelError("overloaded", status=529)]
     )
@@ -297,12 +299,12 @@ def test_model_errors_carry_the_partial_result(add):
     validate_transcript(partial.messages)
 
 
-def test_other_exceptions_propagate_unchanged(add):
+def test_other_exceptions_propagate_unchanged(add, ReActLoop):
     with pytest.raises(KeyError):
         ReActLoop(ScriptedModel([KeyError("x")]), [add]).run("q")
 
 
-def test_events_for_every_model_and_tool_call(add):
+def test_events_for_every_model_and_tool_call(add, ReActLoop):
     events = []
     model = ScriptedModel(
         [use_tools(("add", {"a": 1, "b": 1}), ("add", {"a": 2, "b": 2}), usage=U), "2"]
@@ -320,14 +322,14 @@ def test_events_for_every_model_and_tool_call(add):
     assert ats[0] <= ats[-1]
 
 
-def test_run_continues_a_conversation(add):
+def test_run_continues_a_conversation(add, ReActLoop):
     first = ReActLoop(ScriptedModel(["4"]), [add]).run("2+2?")
     model = ScriptedModel(["8"])
     second = ReActLoop(model, [add]).run([*first.messages, Message.user("double it")])
     assert second.answer == "8" and len(model.requests[0].messages) == 3
 
 
-def test_run_rejects_bad_transcripts(add):
+def test_run_rejects_bad_transcripts(add, ReActLoop):
     loop = ReActLoop(ScriptedModel([]), [add])
     with pytest.raises(TranscriptError):
         loop.run([Message.assistant("hi")])
@@ -344,12 +346,12 @@ def test_run_rejects_bad_transcripts(add):
         ({"max_repeats": 1}, "max_repeats must be >= 2, got 1"),
     ],
 )
-def test_configuration_errors(kwargs, message):
+def test_configuration_errors(kwargs, message, ReActLoop):
     with pytest.raises(ConfigurationError, match=message):
         ReActLoop(ScriptedModel([]), [], **kwargs)
 
 
-def test_plain_functions_are_accepted_as_tools():
+def test_plain_functions_are_accepted_as_tools(ReActLoop):
     def double(x: int) -> int:
         """Double it."""
         return 2 * x
@@ -358,14 +360,14 @@ def test_plain_functions_are_accepted_as_tools():
     assert result.messages[2].tool_results[0].content == "8"
 
 
-def test_state_round_trip(add):
+def test_state_round_trip(add, ReActLoop):
     model = ScriptedModel([use_tools(("add", {"a": 1, "b": 1}), usage=U), "2"])
     result = ReActLoop(model, [add]).run("q")
     again = ReActResult.from_state(result.to_state())
     assert again == result
 
 
-def test_function_model_sees_each_request(add):
+def test_function_model_sees_each_request(add, ReActLoop):
     def brain(request):
         last = request.messages[-1]
         if last.tool_results:
@@ -377,7 +379,7 @@ def test_function_model_sees_each_request(add):
     assert isinstance(result.messages[-1].content[0], Text)
 
 
-def test_a_state_whose_pending_calls_are_not_in_the_last_turn_is_rejected(add):
+def test_a_state_whose_pending_calls_are_not_in_the_last_turn_is_rejected(add, ReActLoop):
     model = ScriptedModel([use_tools(("add", {"a": 1, "b": 1})), "2"])
     state = ReActLoop(model, [add]).run("q").to_state()
     state["pending_approvals"] = ["no-such-call"]
@@ -385,7 +387,7 @@ def test_a_state_whose_pending_calls_are_not_in_the_last_turn_is_rejected(add):
         ReActResult.from_state(state)
 
 
-def test_raise_for_stop_on_an_errored_result_is_a_run_error(add):
+def test_raise_for_stop_on_an_errored_result_is_a_run_error(add, ReActLoop):
     from agentloops import RunError
 
     model = ScriptedModel([use_tools(("add", {"a": 1, "b": 1})), ModelError("down")])

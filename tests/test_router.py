@@ -11,7 +11,6 @@ from agentloops import (
     ModelCallFinished,
     ModelError,
     RouteDecision,
-    Router,
     Usage,
 )
 from agentloops.router import ROUTER_SYSTEM
@@ -28,7 +27,7 @@ def choice(route: str, reasoning: str = "because") -> Any:
     return respond_structured({"route": route, "reasoning": reasoning}, usage=Usage(5, 1))
 
 
-def test_the_model_picks_a_route() -> None:
+def test_the_model_picks_a_route(Router) -> None:
     events: list[Any] = []
     model = ScriptedModel([choice("rewoo", "three known lookups")])
     decision = Router(model, ROUTES, default="chat", on_event=events.append).route("Compare A, B")
@@ -47,12 +46,12 @@ def test_the_model_picks_a_route() -> None:
     assert [e.loop for e in events if isinstance(e, ModelCallFinished)] == ["router"]
 
 
-def test_a_route_name_in_another_case_still_matches() -> None:
+def test_a_route_name_in_another_case_still_matches(Router) -> None:
     decision = Router(ScriptedModel([choice(" ReAct ")]), ROUTES, default="chat").route("t")
     assert (decision.route, decision.fallback) == ("react", False)
 
 
-def test_an_unknown_route_falls_back_to_the_default_and_says_so() -> None:
+def test_an_unknown_route_falls_back_to_the_default_and_says_so(Router) -> None:
     model = ScriptedModel([choice("langgraph")])
     decision = Router(model, ROUTES, default="chat").route("t")
     assert decision.route == "chat"
@@ -64,7 +63,7 @@ def test_an_unknown_route_falls_back_to_the_default_and_says_so() -> None:
 
 
 @pytest.mark.parametrize("retries", [0, 1, 2])
-def test_garbage_falls_back_after_the_retries(retries: int) -> None:
+def test_garbage_falls_back_after_the_retries(retries: int, Router) -> None:
     model = ScriptedModel([respond("I think react?", usage=Usage(3, 1))] * (retries + 1))
     decision = Router(model, ROUTES, default="chat", max_retries=retries).route("t")
     assert (decision.route, decision.fallback) == ("chat", True)
@@ -74,13 +73,13 @@ def test_garbage_falls_back_after_the_retries(retries: int) -> None:
     model.assert_complete()
 
 
-def test_garbage_then_a_valid_answer_is_not_a_fallback() -> None:
+def test_garbage_then_a_valid_answer_is_not_a_fallback(Router) -> None:
     model = ScriptedModel([respond_structured({"reasoning": "no route"}), choice("react")])
     decision = Router(model, ROUTES, default="chat").route("t")
     assert (decision.route, decision.fallback, decision.model_calls) == ("react", False, 2)
 
 
-def test_a_provider_failure_is_not_hidden() -> None:
+def test_a_provider_failure_is_not_hidden(Router) -> None:
     with pytest.raises(ModelError):
         Router(ScriptedModel([ModelError("down")]), ROUTES, default="chat").route("t")
 
@@ -89,11 +88,11 @@ def test_a_provider_failure_is_not_hidden() -> None:
     ("routes", "default", "message"),
     [({}, "chat", "at least one route"), (ROUTES, "other", "default 'other' is not a route")],
 )
-def test_bad_configuration(routes: dict[str, str], default: str, message: str) -> None:
+def test_bad_configuration(routes: dict[str, str], default: str, message: str, Router) -> None:
     with pytest.raises(ConfigurationError, match=message):
         Router(ScriptedModel([]), routes, default=default)
 
 
-def test_negative_retries_are_refused_at_construction() -> None:
+def test_negative_retries_are_refused_at_construction(Router) -> None:
     with pytest.raises(ConfigurationError, match="max_retries must be >= 0, got -1"):
         Router(ScriptedModel([]), ROUTES, default="chat", max_retries=-1)

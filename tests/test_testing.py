@@ -1,8 +1,22 @@
+import asyncio
+import json
 import threading
 
 import pytest
 
-from agentloops import Message, ModelRequest, Text, Thinking, ToolCall, ToolResult, TranscriptError
+from agentloops import (
+    ConfigurationError,
+    Message,
+    ModelRequest,
+    Text,
+    TextDelta,
+    Thinking,
+    ThinkingDelta,
+    ToolCall,
+    ToolCallDelta,
+    ToolResult,
+    TranscriptError,
+)
 from agentloops.testing import (
     FunctionModel,
     ScriptedModel,
@@ -132,3 +146,71 @@ def test_respond_structured_dumps_a_pydantic_model():
         route: str
 
     assert respond_structured(Route(route="a")).output == {"route": "a"}
+
+
+def test_script_items_are_checked_when_the_model_is_built():
+    with pytest.raises(ConfigurationError, match=r"item 1 is a dict.*respond_structured"):
+        ScriptedModel(["fine", {"steps": []}])
+    with pytest.raises(ConfigurationError, match="item 0 is a int"):
+        ScriptedModel([42])
+
+
+def test_running_out_says_which_call_and_what_it_asked():
+    model = ScriptedModel(["only"])
+    model.complete(ModelRequest("You are the planner.\nMore rules.", [Message.user("q")]))
+    with pytest.raises(ScriptExhausted) as info:
+        model.complete(
+            ModelRequest("You are the solver.", [Message.user("what is 2 + 2?")], [], "auto")
+        )
+    text = str(info.value)
+    assert "call 2 was not expected" in text
+    assert "'what is 2 + 2?'" in text and "'You are the solver.'" in text
+
+
+def test_an_async_function_model_under_complete_and_acomplete():
+    async def brain(request):
+        return f"async saw {request.messages[-1].text}"
+
+    model = FunctionModel(brain)
+    assert model.complete(_req(Message.user("a"))).message.text == "async saw a"
+    response = asyncio.run(model.acomplete(_req(Message.user("b"))))
+    assert response.message.text == "async saw b" and model.calls == 2
+
+
+def test_streams_hand_out_the_reply_in_chunks_then_the_response():
+    reply = use_tools(
+        ToolCall("c1", "lookup", {"key": "alpha"}),
+        text="Looking it up",
+        thinking=Thinking("hmm, alpha", "sig"),
+    )
+    model = ScriptedModel([reply], chunk=5)
+    *parts, final = model.stream(_req(Message.user("q")))
+    assert final == reply
+    texts = [p.text for p in parts if isinstance(p, TextDelta)]
+    assert texts == ["Looki", "ng it", " up"]
+    assert "".join(p.text for p in parts if isinstance(p, ThinkingDelta)) == "hmm, alpha"
+    calls = [p for p in parts if isinstance(p, ToolCallDelta)]
+    assert (calls[0].call_id, calls[0].name, calls[0].arguments) == ("c1", "lookup", "")
+    assert json.loads("".join(p.arguments for p in calls)) == {"key": "alpha"}
+
+    async def collect():
+        return [p async for p in ScriptedModel([reply], chunk=5).astream(_req(Message.user("q")))]
+
+    def plain(items):  # events differ in their timestamps only
+        return [
+            (type(i).__name__, getattr(i, "text", ""), getattr(i, "arguments", "")) for i in items
+        ]
+
+    assert plain(asyncio.run(collect())) == plain([*parts, final])
+
+
+def test_streaming_still_validates_every_request():
+    model = ScriptedModel(["x"])
+    bad = _req(Message.user("q"), Message.user("again"))
+    with pytest.raises(TranscriptError):
+        list(model.stream(bad))
+
+
+def test_chunk_must_be_positive():
+    with pytest.raises(ConfigurationError, match="chunk must be >= 1"):
+        FunctionModel(lambda r: "x", chunk=0)

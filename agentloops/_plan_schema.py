@@ -1,0 +1,62 @@
+"""The Plan-and-Execute plan schema the planner fills, and the checks a plan passes.
+
+No `from __future__ import annotations` here: the models report the public module
+`agentloops.plan_execute` (so pickled or stored data never names this one), and pydantic
+must not need to look their annotations up by name there.
+"""
+
+from collections import Counter
+
+import pydantic
+
+
+class PlanStep(pydantic.BaseModel):
+    """One step of a plan, as the planner writes it."""
+
+    model_config = pydantic.ConfigDict(defer_build=True)  # built on first use: fast import
+
+    step_number: int = pydantic.Field(description="1, 2, 3, ... in the order to run")
+    description: str = pydantic.Field(description="what this step must find out or do")
+    tool_hint: str | None = pydantic.Field(
+        default=None, description="the tool this step most likely needs, or null"
+    )
+
+
+class Plan(pydantic.BaseModel):
+    """The planner's answer: the steps to run, in order."""
+
+    model_config = pydantic.ConfigDict(defer_build=True)
+
+    steps: list[PlanStep]
+
+
+class PlanRevision(pydantic.BaseModel):
+    """The replanner's answer: keep the remaining steps, or replace them."""
+
+    model_config = pydantic.ConfigDict(defer_build=True)
+
+    revise: bool = pydantic.Field(description="true to replace the remaining steps")
+    steps: list[PlanStep] = pydantic.Field(
+        default_factory=list, description="the new remaining steps (empty: nothing left to do)"
+    )
+    reason: str = pydantic.Field(default="", description="why, in one sentence")
+
+
+def plan_problems(plan: Plan, *, max_steps: int) -> list[str]:
+    """Every reason `plan` must not run: empty, too long, duplicate numbers, blank steps."""
+    problems = []
+    if not plan.steps:
+        problems.append("the plan has no steps")
+    if len(plan.steps) > max_steps:
+        problems.append(f"the plan has {len(plan.steps)} steps; max_plan_steps={max_steps}")
+    used = Counter(s.step_number for s in plan.steps)
+    for n in sorted(n for n, times in used.items() if times > 1):
+        problems.append(f"step number {n} is used {used[n]} times")
+    for s in plan.steps:
+        if not s.description.strip():
+            problems.append(f"step {s.step_number}: the description is blank")
+    return problems
+
+
+for _record in (PlanStep, Plan, PlanRevision):
+    _record.__module__ = "agentloops.plan_execute"

@@ -1,0 +1,53 @@
+"""What both drivers share: the events they make around the effects they perform, and
+the plain effects they perform alike."""
+
+from __future__ import annotations
+
+from agentloops.engine.effects import CallModel, Save, StartTool
+from agentloops.events import ModelCallFinished, ModelCallStarted, ToolCallFinished, ToolCallStarted
+from agentloops.model import ModelResponse
+from agentloops.tools import ToolOutcome
+
+
+def model_started(e: CallModel) -> ModelCallStarted:
+    return ModelCallStarted(
+        loop=e.loop, run_id=e.run_id, step=e.step, messages=len(e.request.messages)
+    )
+
+
+def model_finished(e: CallModel, response: ModelResponse, seconds: float) -> ModelCallFinished:
+    return ModelCallFinished(
+        loop=e.loop,
+        run_id=e.run_id,
+        step=e.step,
+        stop_reason=response.stop_reason,
+        usage=response.usage,
+        model=response.model,
+        seconds=seconds,
+    )
+
+
+def tool_started(e: StartTool) -> ToolCallStarted:
+    c = e.call
+    return ToolCallStarted(loop=e.loop, run_id=e.run_id, call_id=c.id, name=c.name, args=c.args)
+
+
+def tool_finished(e: StartTool, outcome: ToolOutcome) -> ToolCallFinished:
+    c = e.call
+    return ToolCallFinished(
+        loop=e.loop, run_id=e.run_id, call_id=c.id, name=c.name, outcome=outcome
+    )
+
+
+def lost(exc: BaseException) -> ToolOutcome:
+    """The outcome of a step an executor failed to run (its failure, not the run's)."""
+    text = f"the executor could not run this step: {type(exc).__name__}: {exc}"
+    return ToolOutcome(content=text, is_error=True)
+
+
+def save(effect: Save) -> None:
+    """Perform a `Save`: store the state, or delete it when it is `None`."""
+    if effect.state is None:
+        effect.store.delete(effect.run_id)
+    else:
+        effect.store.save(effect.run_id, effect.state)

@@ -1,0 +1,202 @@
+"""The asyncio driver: performs a step machine's effects on the event loop.
+
+Model calls await the client's `acomplete` (or `astream` when someone streams); a
+client with only `complete` runs in a worker thread. Tool calls await the registry's
+`acall`: an `async def` tool runs on the loop, a sync one in a thread. Cancelling the
+task that drives a run cancels the model call and the tool calls in flight, closes the
+machine, and lets `CancelledError` propagate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any, Generic
+
+from agentloops.engine import _events
+from agentloops.engine.effects import CallModel, Decide, Emit, Machine, NextTool, R, Save, StartTool
+from agentloops.engine.host import ToolHost
+from agentloops.errors import ModelError
+from agentloops.events import Event, EventSink
+from agentloops.model import ModelResponse
+from agentloops.tools import ToolOutcome
+
+
+@dataclass(frozen=True, slots=True)
+class Done(Generic[R]):
+    """The last item `drive` yields: the machine's result."""
+
+    value: R
+
+
+async def run(machine: Machine[R], host: ToolHost, on_event: EventSink | None = None) -> R:
+    """Drive `machine` to its result, handing every event to `on_event`."""
+    async with contextlib.aclosing(drive(machine, host, observed=on_event is not None)) as items:
+        async for item in items:
+            if isinstance(item, Done):
+                return item.value
+            on_event(item)  # type: ignore[misc]  # no sink: the machine emits nothing
+    raise AssertionError("the driver ended without a result")  # pragma: no cover
+
+
+async def drive(
+    machine: Machine[R], host: ToolHost, *, observed: bool, streaming: bool = False
+) -> AsyncGenerator[Event | Done[R], None]:
+    """Perform `machine`'s effects until it returns: yields events (when `observed`),
+    then `Done(result)`. With `streaming`, model deltas are yielded as they arrive."""
+    tools = _Tools(host, observed)
+    try:
+        try:
+            effect = next(machine)
+        except StopIteration as done:
+            yield Done(done.value)
+            return
+        while True:
+            kind = type(effect)
+            outcome: Any = None
+            try:
+                if kind is CallModel:
+                    async for part in _call_model(effect, observed, streaming):  # type: ignore[arg-type]
+                        if type(part) is ModelResponse:
+                            outcome = part
+                        else:
+                            yield part  # type: ignore[misc]
+                elif kind is StartTool:
+                    tools.start(effect)  # type: ignore[arg-type]
+                elif kind is NextTool:
+                    async for item in tools.next():
+                        if type(item) is tuple:
+                            outcome = item
+                        else:
+                            yield item  # type: ignore[misc]
+                elif kind is Emit:
+                    yield effect.event  # type: ignore[union-attr]
+                elif kind is Save:
+                    await asyncio.to_thread(_events.save, effect)  # type: ignore[arg-type]
+                elif kind is not Decide:  # Decide: nobody to ask in a plain run
+                    raise TypeError(f"not an effect: {effect!r}")
+            except Exception as exc:  # the machine decides: attach its partial result, raise
+                try:
+                    effect = machine.throw(exc)
+                except StopIteration as done:
+                    yield Done(done.value)
+                    return
+                continue
+            try:
+                effect = machine.send(outcome)
+            except StopIteration as done:
+                yield Done(done.value)
+                return
+    finally:
+        tools.cancel()
+        machine.close()
+
+
+async def _call_model(
+    effect: CallModel, observed: bool, streaming: bool
+) -> AsyncIterator[Event | ModelResponse]:
+    client, request = effect.client, effect.request
+    if observed:
+        yield _events.model_started(effect)
+    start = time.perf_counter()
+    astream = getattr(client, "astream", None) if streaming else None
+    response: ModelResponse | None = None
+    if astream is not None:
+        parts = astream(request)
+        async with contextlib.aclosing(parts):
+            async for part in parts:
+                if isinstance(part, ModelResponse):
+                    response = part
+                    break
+                yield dataclasses.replace(part, loop=effect.loop, run_id=effect.run_id)
+        if response is None:
+            name = type(client).__name__
+            raise ModelError(f"{name}.astream ended without a final response")
+    else:
+        acomplete: Callable[..., Any] | None = getattr(client, "acomplete", None)
+        if acomplete is not None:
+            response = await acomplete(request)
+        else:  # a sync-only client must not block the loop
+            response = await asyncio.to_thread(client.complete, request)
+    assert response is not None
+    if observed:
+        yield _events.model_finished(effect, response, time.perf_counter() - start)
+    yield response
+
+
+class _Tools:
+    """Started calls as tasks; a lone call is awaited inline, without a task."""
+
+    def __init__(self, host: ToolHost, observed: bool):
+        self.host = host
+        self.observed = observed
+        self.queued: list[StartTool] = []
+        self.tasks: set[asyncio.Task[None]] = set()
+        # (Event,) from tool tasks, or (call_id, ToolOutcome | BaseException)
+        self.inbox: asyncio.Queue[tuple[Any, ...]] = asyncio.Queue()
+
+    def start(self, effect: StartTool) -> None:
+        self.queued.append(effect)
+
+    async def next(self) -> AsyncIterator[Event | tuple[str, ToolOutcome]]:
+        if self.queued:
+            if not self.tasks and len(self.queued) == 1 and self.host.executor is None:
+                effect = self.queued.pop()
+                if self.observed:
+                    yield _events.tool_started(effect)
+                outcome = await self._call(effect)
+                if self.observed:
+                    yield _events.tool_finished(effect, outcome)
+                yield effect.call.id, outcome
+                return
+            queued, self.queued = self.queued, []
+            for effect in queued:
+                task = asyncio.get_running_loop().create_task(self._run(effect))
+                self.tasks.add(task)
+                task.add_done_callback(self.tasks.discard)
+        while True:
+            item = await self.inbox.get()
+            if len(item) == 1:
+                yield item[0]
+                continue
+            call_id, outcome = item
+            if isinstance(outcome, BaseException):
+                raise outcome  # KeyboardInterrupt or SystemExit from a tool ends the run
+            yield call_id, outcome
+            return
+
+    async def _run(self, effect: StartTool) -> None:
+        inbox = self.inbox
+        try:
+            if self.observed:
+                inbox.put_nowait((_events.tool_started(effect),))
+            outcome: ToolOutcome | BaseException = await self._call(effect)
+            if self.observed:
+                inbox.put_nowait((_events.tool_finished(effect, outcome),))  # type: ignore[arg-type]
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # handed to the driver, which raises it
+            outcome = exc
+        inbox.put_nowait((effect.call.id, outcome))
+
+    async def _call(self, effect: StartTool) -> ToolOutcome:
+        call, host = effect.call, self.host
+        if host.executor is None:
+            return await host.acall(call.name, call.args)
+        future = host.executor.submit(host.caller(call.name), call.name, call.args)
+        try:
+            return await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the executor lost the call: its failure
+            return _events.lost(exc)
+
+    def cancel(self) -> None:
+        """Cancel every call in flight (a sync tool's thread runs on, abandoned)."""
+        for task in list(self.tasks):
+            task.cancel()
+        self.queued.clear()

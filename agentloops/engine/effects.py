@@ -1,0 +1,97 @@
+"""The effects a loop's step machine asks for, and the outcome each one expects back.
+
+A step machine is a generator: it yields an effect, a driver performs it and sends the
+outcome back (or throws the exception it raised). The machine never does I/O, reads a
+clock or draws a random number; run ids and clocks come in as inputs. Given the same
+outcomes it makes the same decisions, so a run can be replayed from a journal of them.
+
+| effect      | the driver                                        | outcome sent back            |
+|-------------|---------------------------------------------------|------------------------------|
+| `CallModel` | calls `client` (streaming it when someone listens) | the `ModelResponse`          |
+| `StartTool` | starts the call (queued: a lone call runs inline)  | `None`                       |
+| `NextTool`  | waits for a started call to finish                 | `(call_id, ToolOutcome)`     |
+| `Decide`    | looks for human decisions on the calls            | `{call_id: bool}`, or `None` |
+| `Save`      | stores a checkpoint                               | `None`                       |
+| `Emit`      | hands the event to the sink                       | `None`                       |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from agentloops.messages import ToolCall
+from agentloops.model import ModelClient, ModelRequest
+
+if TYPE_CHECKING:
+    from agentloops.checkpoint import Checkpointer
+    from agentloops.events import Event
+
+R = TypeVar("R")
+
+
+@dataclass(slots=True)
+class CallModel:
+    """Call `client` with `request`."""
+
+    client: ModelClient
+    request: ModelRequest
+    loop: str
+    run_id: str
+    step: int
+    """The machine's count of model calls so far in this run (for the events)."""
+
+
+@dataclass(slots=True)
+class StartTool:
+    """Start one tool call; its outcome comes back through a later `NextTool`.
+
+    The machine bounds how many calls it has started and not yet collected.
+    """
+
+    call: ToolCall
+    loop: str
+    run_id: str
+
+
+@dataclass(slots=True)
+class NextTool:
+    """Wait until one started call finishes; the outcome is `(call_id, ToolOutcome)`.
+    Calls finish in any order: the machine puts results back in the order it needs."""
+
+    loop: str
+    run_id: str
+
+
+@dataclass(slots=True)
+class Decide:
+    """Ask for human decisions on calls that need approval: `{call_id: approved}` for
+    every call, or `None` when no decision is at hand (the machine then pauses the run)."""
+
+    calls: list[ToolCall]
+    loop: str
+    run_id: str
+
+
+@dataclass(slots=True)
+class Save:
+    """Store `state` for `run_id` in `store` (a Plan-and-Execute checkpoint); `None`
+    deletes what is stored."""
+
+    store: Checkpointer
+    run_id: str
+    state: dict[str, Any] | None
+
+
+@dataclass(slots=True)
+class Emit:
+    """Hand `event` to whoever listens. Machines emit only when told someone does."""
+
+    event: Event
+
+
+Effect = CallModel | StartTool | NextTool | Decide | Save | Emit
+
+Machine = Generator[Effect, Any, R]
+"""A step machine that returns `R` (a run's result) when it is done."""

@@ -1,0 +1,49 @@
+"""Where a loop's tool calls run: its registry, and optionally an executor (ReWOO's)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any
+
+from agentloops._pickling import ensure_picklable, pickler_for
+from agentloops.tools import ToolOutcome, ToolRegistry
+
+
+@dataclass(frozen=True, slots=True)
+class ToolHost:
+    """The tools a driver runs for one loop.
+
+    Without an `executor`, a lone call runs inline and parallel calls on the driver's own
+    threads (or tasks). With one, every call is submitted to it.
+    """
+
+    registry: ToolRegistry
+    executor: Executor | None = None
+
+    def caller(self, name: str) -> Callable[[str, dict[str, Any]], ToolOutcome]:
+        """What to submit to the executor for calls of tool `name`.
+
+        A process or cluster executor gets a registry holding only that tool, checked for
+        pickling first, so only the tools a run uses travel.
+
+        Raises:
+            ConfigurationError: the tool cannot be pickled for the executor (named).
+        """
+        registry, executor = self.registry, self.executor
+        if executor is None or pickler_for(executor) is None:
+            return registry.call
+        tool = registry.get(name)
+        one = ToolRegistry([tool] if tool else [], max_output_chars=registry.max_output_chars)
+        ensure_picklable(one, f"tool {name!r}", executor=executor)
+        return one.call
+
+    async def acall(self, name: str, args: dict[str, Any]) -> ToolOutcome:
+        """One call under asyncio: it must not block the event loop."""
+        return await asyncio.to_thread(self.registry.call, name, args)
+
+
+NO_TOOLS = ToolHost(ToolRegistry())
+"""The host of machines that never call a tool (structured output, a router, an evaluator)."""

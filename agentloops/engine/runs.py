@@ -1,0 +1,113 @@
+"""What every run shares, written once for all loops: the running totals, the model call
+that adds to them, and the run's life (start and finish events, the partial result
+attached to a failure)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+from agentloops.engine.effects import CallModel, Emit, Machine, NextTool, StartTool
+from agentloops.errors import AgentLoopsError
+from agentloops.events import RunFinished, RunStarted
+from agentloops.messages import ToolCall
+from agentloops.model import ModelClient, ModelRequest, ModelResponse, Usage
+from agentloops.tools import ToolOutcome
+
+
+class RunRecord(Protocol):
+    """What every loop's result carries."""
+
+    @property
+    def stop_reason(self) -> str: ...
+    @property
+    def usage(self) -> Usage: ...
+    @property
+    def model_calls(self) -> int: ...
+
+
+T = TypeVar("T", bound=RunRecord)
+Clock = Callable[[], float]
+
+
+@dataclass(kw_only=True)
+class Totals:
+    """A run's running totals: tokens and model calls (and tool calls, where counted)."""
+
+    usage: Usage = field(default_factory=Usage)
+    model_calls: int = 0
+    tool_calls: int = 0
+
+    def spend(self, usage: Usage, model_calls: int = 1) -> None:
+        self.usage = self.usage + usage
+        self.model_calls += model_calls
+
+
+def call_model(
+    client: ModelClient, request: ModelRequest, totals: Totals, loop: str, run_id: str
+) -> Machine[ModelResponse]:
+    """Ask the driver for one model call, and add what it cost to `totals`."""
+    response: ModelResponse = yield CallModel(client, request, loop, run_id, totals.model_calls)
+    totals.spend(response.usage)
+    return response
+
+
+def lifecycle(
+    body: Machine[T],
+    *,
+    loop: str,
+    run_id: str,
+    observed: bool,
+    clock: Clock,
+    partial: Callable[[AgentLoopsError], Any],
+    parent_run_id: str | None = None,
+) -> Machine[T]:
+    """Run `body` between `RunStarted` and `RunFinished` (when `observed`).
+
+    A failure gets `partial(exc)` as its `.result`, so nothing done is lost, and still
+    ends the run's events (with that result's stop reason) before it propagates.
+    """
+    started = clock()
+    if observed:
+        yield Emit(RunStarted(loop=loop, run_id=run_id, parent_run_id=parent_run_id))
+    try:
+        result = yield from body
+    except AgentLoopsError as exc:
+        exc.result = partial(exc)
+        if observed:
+            yield Emit(_finished(loop, run_id, exc.result, clock() - started))
+        raise
+    if observed:
+        yield Emit(_finished(loop, run_id, result, clock() - started))
+    return result
+
+
+def _finished(loop: str, run_id: str, result: RunRecord, seconds: float) -> RunFinished:
+    return RunFinished(
+        loop=loop,
+        run_id=run_id,
+        stop_reason=result.stop_reason,
+        usage=result.usage,
+        model_calls=result.model_calls,
+        seconds=seconds,
+    )
+
+
+def run_tools(
+    calls: list[ToolCall], limit: int, loop: str, run_id: str
+) -> Machine[dict[str, ToolOutcome]]:
+    """Run `calls`, at most `limit` at a time; each call's outcome by id."""
+    outcomes: dict[str, ToolOutcome] = {}
+    if not calls:
+        return outcomes
+    started = min(limit, len(calls))
+    for call in calls[:started]:
+        yield StartTool(call, loop, run_id)
+    while len(outcomes) < len(calls):
+        call_id, outcome = yield NextTool(loop, run_id)
+        outcomes[call_id] = outcome
+        if started < len(calls):
+            yield StartTool(calls[started], loop, run_id)
+            started += 1
+    return outcomes

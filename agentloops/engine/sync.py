@@ -1,0 +1,214 @@
+"""The synchronous driver: performs a step machine's effects on this thread, and runs
+parallel tool calls on daemon threads (or on an executor the loop was given).
+
+`drive` is a generator of the run's events that returns the run's result: `run` hands
+the events to a sink, `stream` (in `agentloops.engine.streams`) yields them. Events from
+tool threads come back to this thread before they are handed on, so a sink never needs
+to be thread-safe.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import queue
+import time
+from collections.abc import Callable, Generator
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from contextlib import closing
+from typing import Any
+
+from agentloops.engine import _events, _threads
+from agentloops.engine.effects import CallModel, Decide, Emit, Machine, NextTool, R, Save, StartTool
+from agentloops.engine.host import ToolHost
+from agentloops.events import Event, EventSink
+from agentloops.model import ModelResponse
+from agentloops.tools import ToolOutcome
+
+Events = Generator[Event, None, R]
+
+
+def run(machine: Machine[R], host: ToolHost, on_event: EventSink | None = None) -> R:
+    """Drive `machine` to its result, handing every event to `on_event`."""
+    events = drive(machine, host, observed=on_event is not None)
+    with closing(events):
+        while True:
+            try:
+                event = next(events)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            on_event(event)  # type: ignore[misc]  # no sink: the machine emits nothing
+
+
+def drive(
+    machine: Machine[R], host: ToolHost, *, observed: bool, streaming: bool = False
+) -> Events[R]:
+    """Perform `machine`'s effects until it returns; yields events when `observed`.
+
+    With `streaming`, model calls go through the client's `stream` (when it has one)
+    and its deltas are yielded as they arrive.
+    """
+    tools = _Tools(host, observed)
+    try:
+        effect = next(machine)
+        while True:
+            kind = type(effect)
+            try:
+                if kind is CallModel:
+                    outcome: Any = yield from _call_model(effect, observed, streaming)  # type: ignore[arg-type]
+                elif kind is StartTool:
+                    tools.start(effect)  # type: ignore[arg-type]
+                    outcome = None
+                elif kind is NextTool:
+                    outcome = yield from tools.next()
+                elif kind is Emit:
+                    yield effect.event  # type: ignore[union-attr]
+                    outcome = None
+                elif kind is Decide:
+                    outcome = None  # nobody to ask in a plain run: the machine pauses
+                elif kind is Save:
+                    _events.save(effect)  # type: ignore[arg-type]
+                    outcome = None
+                else:
+                    raise TypeError(f"not an effect: {effect!r}")
+            except Exception as exc:  # the machine decides: attach its partial result, raise
+                effect = machine.throw(exc)
+                continue
+            effect = machine.send(outcome)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    finally:
+        machine.close()
+
+
+def _call_model(effect: CallModel, observed: bool, streaming: bool) -> Events[ModelResponse]:
+    client, request = effect.client, effect.request
+    if observed:
+        yield _events.model_started(effect)
+    start = time.perf_counter()
+    stream = getattr(client, "stream", None) if streaming else None
+    if stream is None:
+        response = client.complete(request)
+    else:
+        response = yield from _streamed(stream(request), effect)
+    if observed:
+        yield _events.model_finished(effect, response, time.perf_counter() - start)
+    return response
+
+
+def _streamed(parts: Any, effect: CallModel) -> Events[ModelResponse]:
+    """Yield a streaming client's deltas (stamped with the run) and return its response."""
+    from agentloops.errors import ModelError
+
+    with closing(parts):
+        for part in parts:
+            if isinstance(part, ModelResponse):
+                return part
+            yield dataclasses.replace(part, loop=effect.loop, run_id=effect.run_id)
+    raise ModelError(f"{type(effect.client).__name__}.stream ended without a final response")
+
+
+class _Tools:
+    """Started calls: queued until someone waits, so a lone call runs inline (no thread)."""
+
+    def __init__(self, host: ToolHost, observed: bool):
+        self.host = host
+        self.observed = observed
+        self.queued: list[StartTool] = []
+        self.running = 0
+        # ("event", Event) from tool threads, or ("done", call_id, ToolOutcome | BaseException)
+        self.inbox: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
+        self.callers: dict[str, Callable[..., ToolOutcome]] = {}
+
+    def start(self, effect: StartTool) -> None:
+        self.queued.append(effect)
+
+    def next(self) -> Events[tuple[str, ToolOutcome]]:
+        if self.queued:
+            if self.running == 0 and len(self.queued) == 1 and self.host.executor is None:
+                return (yield from self._inline(self.queued.pop()))
+            self._submit_queued()
+        while True:
+            item = self.inbox.get()
+            if item[0] == "event":
+                yield item[1]
+                continue
+            self.running -= 1
+            _, call_id, outcome = item
+            if isinstance(outcome, BaseException):
+                raise outcome  # KeyboardInterrupt or SystemExit from a tool ends the run
+            return call_id, outcome
+
+    def _inline(self, effect: StartTool) -> Events[tuple[str, ToolOutcome]]:
+        call = effect.call
+        if self.observed:
+            yield _events.tool_started(effect)
+        outcome = self.host.registry.call(call.name, call.args)
+        if self.observed:
+            yield _events.tool_finished(effect, outcome)
+        return call.id, outcome
+
+    def _submit_queued(self) -> None:
+        queued, self.queued = self.queued, []
+        executor = self.host.executor
+        # Every caller is ready (a remote executor's are checked for pickling) before
+        # anything is submitted.
+        callers = [self._caller(e.call.name) for e in queued] if executor is not None else []
+        for i, effect in enumerate(queued):
+            self.running += 1
+            if executor is None:
+                _threads.submit(_task(self, effect))
+            else:
+                self._submit_to(executor, callers[i], effect)
+
+    def _submit_to(
+        self, executor: Executor, caller: Callable[..., ToolOutcome], e: StartTool
+    ) -> None:
+        call, inbox = e.call, self.inbox
+        if self.observed:
+            inbox.put(("event", _events.tool_started(e)))
+        try:
+            if isinstance(executor, ThreadPoolExecutor):  # the caller's contextvars go along
+                ctx = contextvars.copy_context()
+                future: Future[ToolOutcome] = executor.submit(ctx.run, caller, call.name, call.args)
+            else:
+                future = executor.submit(caller, call.name, call.args)
+        except Exception as exc:  # e.g. an executor that is shut down
+            future = Future()
+            future.set_exception(exc)
+
+        def collect(f: Future[ToolOutcome]) -> None:
+            try:
+                outcome: ToolOutcome | BaseException = f.result()
+            except BaseException as exc:  # the executor lost the call: its failure
+                outcome = _events.lost(exc) if isinstance(exc, Exception) else exc
+            if self.observed and isinstance(outcome, ToolOutcome):
+                inbox.put(("event", _events.tool_finished(e, outcome)))
+            inbox.put(("done", call.id, outcome))
+
+        future.add_done_callback(collect)
+
+    def _caller(self, name: str) -> Callable[..., ToolOutcome]:
+        caller = self.callers.get(name)
+        if caller is None:
+            caller = self.callers[name] = self.host.caller(name)
+        return caller
+
+
+def _task(tools: _Tools, effect: StartTool) -> Callable[[], None]:
+    call, inbox, observed = effect.call, tools.inbox, tools.observed
+    ctx = contextvars.copy_context()
+    registry = tools.host.registry
+
+    def task() -> None:
+        try:
+            if observed:
+                inbox.put(("event", _events.tool_started(effect)))
+            outcome: ToolOutcome | BaseException = ctx.run(registry.call, call.name, call.args)
+            if observed:
+                inbox.put(("event", _events.tool_finished(effect, outcome)))  # type: ignore[arg-type]
+        except BaseException as exc:  # handed to the driver's thread, which raises it
+            outcome = exc
+        inbox.put(("done", call.id, outcome))
+
+    return task

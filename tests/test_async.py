@@ -1,0 +1,212 @@
+"""What only the asyncio driver has: many runs on one event loop, cancellation, and clients
+or tools that must not block the loop. (Every loop's other behaviour runs under both
+drivers in its own test file.)"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+
+from agentloops import (
+    Event,
+    ModelCallStarted,
+    ModelRequest,
+    ModelResponse,
+    PlanAndExecute,
+    ReActLoop,
+    ReWOOPipeline,
+    ToolCallStarted,
+    tool,
+)
+from agentloops.testing import FunctionModel, ScriptedModel, respond, respond_structured, use_tools
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_an_async_function_model_answers_arun() -> None:
+    async def brain(request: ModelRequest) -> ModelResponse:
+        await asyncio.sleep(0)
+        return respond(f"saw {request.messages[0].text}")
+
+    result = await ReActLoop(FunctionModel(brain), []).arun("hello")
+    assert result.answer == "saw hello"
+
+
+def test_an_async_function_model_also_answers_run() -> None:
+    async def brain(request: ModelRequest) -> str:
+        return "from a coroutine"
+
+    assert ReActLoop(FunctionModel(brain), []).run("hi").answer == "from a coroutine"
+
+
+async def test_many_runs_share_one_event_loop() -> None:
+    inside, peak = [0], [0]
+
+    async def brain(request: ModelRequest) -> ModelResponse:
+        inside[0] += 1
+        peak[0] = max(peak[0], inside[0])
+        await asyncio.sleep(0.01)
+        inside[0] -= 1
+        if len(request.messages) == 1:
+            return use_tools(("double", {"x": len(request.messages[0].text)}))
+        return respond(request.messages[-1].tool_results[0].content)
+
+    @tool
+    def double(x: int) -> int:
+        """Double it."""
+        return 2 * x
+
+    loop = ReActLoop(FunctionModel(brain), [double])
+    results = await asyncio.gather(*(loop.arun("x" * n) for n in range(1, 51)))
+    assert [r.answer for r in results] == [str(2 * n) for n in range(1, 51)]
+    assert peak[0] > 10  # the runs waited on their model calls at the same time
+
+
+class SyncOnly:
+    """A client with only `complete`: under `arun` it must run off the event loop."""
+
+    def __init__(self) -> None:
+        self.threads: list[int] = []
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        self.threads.append(threading.get_ident())
+        return respond("ok")
+
+
+async def test_a_sync_only_client_runs_in_a_worker_thread() -> None:
+    client = SyncOnly()
+    assert (await ReActLoop(client, []).arun("q")).answer == "ok"
+    assert client.threads and client.threads[0] != threading.get_ident()
+
+
+async def test_a_sync_tool_runs_in_a_worker_thread_under_arun() -> None:
+    threads: list[int] = []
+
+    @tool
+    def where() -> str:
+        """Which thread."""
+        threads.append(threading.get_ident())
+        return "here"
+
+    model = ScriptedModel([use_tools(("where", {})), "ok"])
+    await ReActLoop(model, [where]).arun("q")
+    assert threads and threads[0] != threading.get_ident()
+
+
+async def test_cancelling_arun_cancels_the_model_call_in_flight() -> None:
+    calling, cancelled = asyncio.Event(), asyncio.Event()
+    events: list[Event] = []
+
+    async def slow(request: ModelRequest) -> ModelResponse:
+        calling.set()
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        raise AssertionError("not cancelled")  # pragma: no cover
+
+    task = asyncio.create_task(ReActLoop(FunctionModel(slow), [], on_event=events.append).arun("q"))
+    await calling.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert cancelled.is_set()
+    assert [type(e).__name__ for e in events] == ["RunStarted", "ModelCallStarted"]
+
+
+async def test_cancelling_arun_mid_tool_ends_the_run_without_waiting_for_the_thread() -> None:
+    release = threading.Event()
+    events: list[Event] = []
+
+    @tool
+    def stuck() -> str:
+        """Blocks until released."""
+        release.wait(30)
+        return "late"
+
+    model = ScriptedModel([use_tools(("stuck", {}), ("stuck", {})), "never"])
+    loop = ReActLoop(model, [stuck], on_event=events.append)
+    task = asyncio.create_task(loop.arun("q"))
+    while sum(isinstance(e, ToolCallStarted) for e in events) < 2:
+        await asyncio.sleep(0.01)
+    task.cancel()
+    try:
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(task, 5)
+    finally:
+        release.set()
+    assert model.calls == 1  # the run ended there: the model was not asked again
+
+
+async def test_a_plan_and_execute_run_cancelled_mid_step_keeps_its_saved_plan() -> None:
+    started = asyncio.Event()
+
+    async def brain(request: ModelRequest) -> ModelResponse:
+        if request.output is not None:
+            return respond_structured({"steps": [{"step_number": 1, "description": "wait"}]})
+        started.set()
+        await asyncio.sleep(60)
+        raise AssertionError("not cancelled")  # pragma: no cover
+
+    pe = PlanAndExecute(FunctionModel(brain), [])
+    task = asyncio.create_task(pe.arun("t", run_id="c1"))
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    status = pe.status("c1")  # what finished is still there: the plan
+    assert [s.description for s in status.plan.steps] == ["wait"]
+
+
+async def test_rewoo_steps_start_as_their_dependencies_finish_under_asyncio() -> None:
+    order: list[str] = []
+    gate = threading.Event()
+
+    @tool
+    def slow() -> str:
+        """Waits for the chain to finish."""
+        order.append("slow started")
+        assert gate.wait(5)
+        return "slow"
+
+    @tool
+    def quick(x: str) -> str:
+        """Quick."""
+        order.append(f"quick {x}")
+        if x == "b.":
+            gate.set()
+        return x + "."
+
+    plan = {
+        "steps": [
+            {"step_id": "#E1", "description": "s", "tool_name": "slow", "tool_args": {}},
+            {"step_id": "#E2", "description": "q", "tool_name": "quick", "tool_args": {"x": "b"}},
+            {
+                "step_id": "#E3",
+                "description": "q2",
+                "tool_name": "quick",
+                "tool_args": {"x": "#E2"},
+                "depends_on": ["#E2"],
+            },
+        ]
+    }
+    model = ScriptedModel([respond_structured(plan), "done"])
+    result = await ReWOOPipeline(model, [slow, quick]).arun("go")
+    assert result.evidence["#E1"].content == "slow"  # #E3 ran while #E1 was still waiting
+    assert result.evidence["#E3"].content == "b.."
+
+
+async def test_model_calls_are_awaited_in_the_runs_own_task() -> None:
+    tasks: set[Any] = set()
+
+    async def brain(request: ModelRequest) -> str:
+        tasks.add(asyncio.current_task())
+        return "ok" if len(request.messages) > 1 else "first"
+
+    events: list[Event] = []
+    await ReActLoop(FunctionModel(brain), [], on_event=events.append).arun("q")
+    assert len(tasks) == 1 and sum(isinstance(e, ModelCallStarted) for e in events) == 1

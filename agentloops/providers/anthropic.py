@@ -91,8 +91,7 @@ class AnthropicModel:
 
         self._sdk, self._http = anthropic, httpx2
         if client is None and async_client is None:
-            client = anthropic.Anthropic(api_key=api_key)  # None: from the environment
-            _check_credentials(client)
+            client = _default_client(anthropic, api_key)
         self._client, self._async_client = client, async_client
         self._secrets = _secrets(client if client is not None else async_client)
         self.model = model
@@ -268,13 +267,19 @@ class AnthropicModel:
         return text
 
 
-def _check_credentials(client: anthropic.Anthropic) -> None:
-    """Fail now, not at the first request with the SDK's TypeError."""
+def _default_client(sdk: Any, api_key: str | None) -> anthropic.Anthropic:
+    """The client for `api_key`, or for the environment's credentials; failing now, with
+    the variable to set, rather than with the SDK's TypeError at the first request."""
+    try:
+        client: anthropic.Anthropic = sdk.Anthropic(api_key=api_key)
+    except sdk.AnthropicError as exc:  # a profile named or configured but unreadable
+        raise ConfigurationError(f"AnthropicModel could not load credentials: {exc}") from exc
     if client.api_key is None and client.auth_token is None and client.credentials is None:
         raise ConfigurationError(
             "AnthropicModel found no Anthropic credentials: set ANTHROPIC_API_KEY (or "
             "ANTHROPIC_AUTH_TOKEN), pass api_key=..., or pass client=anthropic.Anthropic(...)"
         )
+    return client
 
 
 def _secrets(client: anthropic.Anthropic | anthropic.AsyncAnthropic | None) -> tuple[str, ...]:

@@ -131,8 +131,10 @@ def as_events(body: dict[str, Any], size: int = 7) -> list[dict[str, Any]]:
     for index, block in enumerate(body["content"]):
         kind, deltas = block["type"], []
         if kind == "text":
-            start = {**block, "text": ""}
-            deltas = [{"type": "text_delta", "text": p} for p in pieces(block["text"], size)]
+            start = {"type": "text", "text": ""}
+            cited = block.get("citations") or []
+            deltas = [{"type": "citations_delta", "citation": c} for c in cited]
+            deltas += [{"type": "text_delta", "text": p} for p in pieces(block["text"], size)]
         elif kind == "thinking":
             start = {"type": "thinking", "thinking": ""}  # the signature comes last
             deltas = [

@@ -189,6 +189,7 @@ BAD_STREAMS = [
     pytest.param(
         edited(lambda e: e[2].update(index=9)), "block 9, which never started", id="index"
     ),
+    pytest.param(edited(lambda e: e.insert(2, e[1])), "block 0 started twice", id="twice"),
     pytest.param(
         edited(lambda e: e[-4].update(delta={"type": "text_delta", "text": "x"})),
         "text_delta for content block 1, a tool_use block",

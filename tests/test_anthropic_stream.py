@@ -348,6 +348,37 @@ async def test_pause_turn_is_continued_while_streaming(
 
 
 @MODES
+async def test_a_paused_turn_streamed_goes_back_exactly_as_a_plain_one(
+    messages_route: respx.Route, mode: str
+) -> None:
+    """Blocks agentloops does not use (server tools, citations) still go back whole."""
+    citation = {"type": "web_search_result_location", "url": "https://x.test", "cited_text": "c"}
+    search = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search"}
+    found = {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []}
+    paused = reply_body(
+        {**text("Searching."), "citations": [citation, citation]},
+        {**search, "input": {"query": "rome", "max": 3}},
+        found,
+        stop_reason="pause_turn",
+    )
+    messages_route.side_effect = [
+        httpx.Response(200, json=paused),
+        reply(text("done")),
+        sse(*as_events(paused, size=4)),
+        sse(*as_events(reply_body(text("done")))),
+    ]
+    model = make_model(cache=False)
+    expected = await complete(model, ask(), mode)
+    items = await stream(model, ask(), mode)
+    assert items[-1] == expected
+    assert expected.message.content == (Text("Searching."), Text("done"))
+    assert not calls_in(items)  # a server tool's call is not ours to run
+    sent = bodies(messages_route)
+    assert sent[1]["messages"][-1] == {"role": "assistant", "content": paused["content"]}
+    assert sent[3]["messages"] == sent[1]["messages"]
+
+
+@MODES
 async def test_a_request_the_api_would_reject_fails_when_stream_is_called(mode: str) -> None:
     request = ModelRequest("", [Message.user("q")], tool_choice="any")
     model = make_model()
@@ -379,11 +410,13 @@ async def test_acomplete_gets_the_sdks_retries_and_errors(messages_route: respx.
     assert messages_route.call_count == 3
 
 
+@pytest.mark.parametrize("kind", ["api_key", "auth_token"])
 async def test_the_async_client_is_built_from_the_sync_clients_settings(
-    messages_route: respx.Route,
+    messages_route: respx.Route, kind: str
 ) -> None:
     messages_route.side_effect = [error(529, "overloaded_error", "Overloaded")] * 2
-    client = anthropic.Anthropic(api_key="sk-ant-sync-0123", max_retries=1, timeout=12.5)
+    credential = {kind: "sk-ant-sync-0123"}
+    client = anthropic.Anthropic(**credential, max_retries=1, timeout=12.5)  # type: ignore[arg-type]
     model = AnthropicModel(client=client)
     with pytest.raises(ModelError):
         await model.acomplete(ask())

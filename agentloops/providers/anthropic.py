@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from agentloops.errors import AgentLoopsError, ConfigurationError, ModelError
 from agentloops.model import ModelRequest, ModelResponse
+from agentloops.providers._anthropic_client import default_client, scrub, secrets_of, settings_of
 from agentloops.providers._anthropic_reply import Turn, read_reply
 from agentloops.providers._anthropic_request import build_params
 from agentloops.providers._anthropic_stream import Assembly
@@ -27,8 +28,6 @@ if TYPE_CHECKING:
 _NONSTREAMING_MAX_TOKENS = 21_333
 """Above this `messages.create` refuses to send (its 10-minute budget: 3600 s * n / 128k)."""
 _INSTALL = "pip install 'agentloops-kit[anthropic]'"
-_MIN_SECRET = 8
-"""Shorter credentials are not looked for in error text (they would match ordinary words)."""
 
 
 class AnthropicModel:
@@ -91,9 +90,9 @@ class AnthropicModel:
 
         self._sdk, self._http = anthropic, httpx2
         if client is None and async_client is None:
-            client = _default_client(anthropic, api_key)
+            client = default_client(anthropic, api_key)
         self._client, self._async_client = client, async_client
-        self._secrets = _secrets(client if client is not None else async_client)
+        self._secrets = secrets_of(client) + secrets_of(async_client)
         self.model = model
         self.max_tokens = max_tokens
         self.thinking: dict[str, Any] | None = thinking
@@ -109,14 +108,14 @@ class AnthropicModel:
     def client(self) -> anthropic.Anthropic:
         """The sync SDK client (built from the async one's settings when only that was given)."""
         if self._client is None:
-            self._client = self._sdk.Anthropic(**_settings(self._async_client))
+            self._client = self._sdk.Anthropic(**settings_of(self._async_client))
         return self._client
 
     @property
     def async_client(self) -> anthropic.AsyncAnthropic:
         """The async SDK client (built on first use from the sync one's settings)."""
         if self._async_client is None:
-            self._async_client = self._sdk.AsyncAnthropic(**_settings(self._client))
+            self._async_client = self._sdk.AsyncAnthropic(**settings_of(self._client))
         return self._async_client
 
     def complete(self, request: ModelRequest) -> ModelResponse:
@@ -226,81 +225,33 @@ class AnthropicModel:
     @contextmanager
     def _errors(self) -> Iterator[None]:
         """Every failure below becomes a `ModelError`, with the credentials blanked out."""
-        sdk, http = self._sdk, self._http
         try:
             yield
         except AgentLoopsError as exc:
-            self._scrub(exc)
+            scrub(exc, secrets=self._secrets)
             raise
-        except sdk.APIStatusError as exc:
-            detail = exc.api_message or exc.message
-            raise self._scrub(
-                ModelError(
-                    f"Anthropic API error {exc.status_code} ({exc.type or 'unknown'}): {detail}",
-                    request_id=exc.request_id,
-                    status=exc.status_code,
-                ),
-                exc,
-            ) from exc
-        except sdk.AnthropicError as exc:  # connection errors, timeouts before the reply
-            error = ModelError(f"Anthropic API call failed: {type(exc).__name__}: {exc}")
-            raise self._scrub(error, exc) from exc
-        except http.TimeoutException as exc:  # no byte within the read timeout mid-stream
-            error = ModelError(f"Anthropic API stream stalled: {type(exc).__name__}: {exc}")
-            raise self._scrub(error, exc) from exc
-        except (http.HTTPError, http.StreamError, UnicodeDecodeError) as exc:
-            error = ModelError(f"Anthropic API stream broke: {type(exc).__name__}: {exc}")
-            raise self._scrub(error, exc) from exc
+        except Exception as exc:
+            error = self._model_error(exc)
+            if error is None:  # not the API's nor the network's: a bug, left as it is
+                raise
+            raise scrub(error, exc, secrets=self._secrets) from exc
 
-    def _scrub(self, error: AgentLoopsError, *causes: BaseException) -> AgentLoopsError:
-        """Blank the credentials out of `error` and of the SDK exception it wraps (a
-        server may echo the key in an error body, and a traceback prints the cause)."""
-        for exc in (error, *causes):
-            exc.args = tuple(self._redact(a) if isinstance(a, str) else a for a in exc.args)
-            if isinstance(getattr(exc, "message", None), str):
-                exc.message = self._redact(exc.message)  # type: ignore[attr-defined]
-        return error
-
-    def _redact(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "[api key]")
-        return text
-
-
-def _default_client(sdk: Any, api_key: str | None) -> anthropic.Anthropic:
-    """The client for `api_key`, or for the environment's credentials; failing now, with
-    the variable to set, rather than with the SDK's TypeError at the first request."""
-    try:
-        client: anthropic.Anthropic = sdk.Anthropic(api_key=api_key)
-    except sdk.AnthropicError as exc:  # a profile named or configured but unreadable
-        raise ConfigurationError(f"AnthropicModel could not load credentials: {exc}") from exc
-    if client.api_key is None and client.auth_token is None and client.credentials is None:
-        raise ConfigurationError(
-            "AnthropicModel found no Anthropic credentials: set ANTHROPIC_API_KEY (or "
-            "ANTHROPIC_AUTH_TOKEN), pass api_key=..., or pass client=anthropic.Anthropic(...)"
-        )
-    return client
-
-
-def _secrets(client: anthropic.Anthropic | anthropic.AsyncAnthropic | None) -> tuple[str, ...]:
-    if client is None:
-        return ()
-    return tuple(s for s in (client.api_key, client.auth_token) if s and len(s) >= _MIN_SECRET)
-
-
-def _settings(client: anthropic.Anthropic | anthropic.AsyncAnthropic | None) -> dict[str, Any]:
-    """What a client of the other kind needs to talk to the same API as `client`."""
-    assert client is not None
-    settings: dict[str, Any] = {
-        "base_url": client.base_url,
-        "timeout": client.timeout,
-        "max_retries": client.max_retries,
-    }
-    if client.api_key is not None:
-        settings["api_key"] = client.api_key
-    elif client.auth_token is not None:
-        settings["auth_token"] = client.auth_token
-    return settings
+    def _model_error(self, exc: Exception) -> ModelError | None:
+        sdk, http, kind = self._sdk, self._http, type(exc).__name__
+        if isinstance(exc, sdk.APIStatusError):
+            return ModelError(
+                f"Anthropic API error {exc.status_code} ({exc.type or 'unknown'}): "
+                f"{exc.api_message or exc.message}",
+                request_id=exc.request_id,
+                status=exc.status_code,
+            )
+        if isinstance(exc, sdk.AnthropicError):  # connection errors, timeouts before a reply
+            return ModelError(f"Anthropic API call failed: {kind}: {exc}")
+        if isinstance(exc, http.TimeoutException):  # no byte within the read timeout
+            return ModelError(f"Anthropic API stream stalled: {kind}: {exc}")
+        if isinstance(exc, (http.HTTPError, http.StreamError, UnicodeDecodeError)):
+            return ModelError(f"Anthropic API stream broke: {kind}: {exc}")
+        return None
 
 
 def _request_id(response: httpx2.Response) -> str | None:

@@ -64,6 +64,12 @@ def anthropic_api() -> Iterator[respx.MockRouter]:
 
 
 @pytest.fixture
+def messages_route(anthropic_api: respx.MockRouter) -> respx.Route:
+    """The Messages endpoint on `anthropic_api`; give it `side_effect` or `mock(...)`."""
+    return anthropic_api.post("/v1/messages")
+
+
+@pytest.fixture
 def instant_analyst_tools(tmp_path: Path) -> Iterator[object]:
     """The Market Analyst example's tools with no simulated latency and a ledger under
     `tmp_path`; the example's defaults come back afterwards."""

@@ -18,6 +18,22 @@ import httpx
 import pydantic
 import pytest
 import respx
+from _anthropic_helpers import (
+    EPHEMERAL,
+    REDACTED,
+    SIGNATURE,
+    THINKING,
+    bodies,
+    breakpoints,
+    error,
+    make_model,
+    make_tools,
+    reply,
+    sse,
+    streamed_text,
+    text,
+    tool_use,
+)
 from conftest import ANTHROPIC_API
 
 from agentloops import (
@@ -38,88 +54,6 @@ from agentloops import (
     ask_structured,
     tool,
 )
-
-SIGNATURE = 'EqQBCkYIARgCKkD+/sig==\n with spaces, unicode é and "quotes"  '
-THINKING = {"type": "thinking", "thinking": "  Let me look it up.\n", "signature": SIGNATURE}
-REDACTED = {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4a\n=="}
-EPHEMERAL = {"type": "ephemeral"}
-
-
-# -- helpers ---------------------------------------------------------------------------
-
-
-def text(t: str) -> dict[str, Any]:
-    return {"type": "text", "text": t}
-
-
-def tool_use(call_id: str, name: str = "lookup", **args: Any) -> dict[str, Any]:
-    return {"type": "tool_use", "id": call_id, "name": name, "input": args}
-
-
-def reply(
-    *content: dict[str, Any],
-    stop_reason: str = "end_turn",
-    usage: dict[str, int] | None = None,
-    request_id: str = "req_ok",
-) -> httpx.Response:
-    body = {
-        "id": "msg_1",
-        "type": "message",
-        "role": "assistant",
-        "model": "claude-sonnet-5",
-        "content": list(content),
-        "stop_reason": stop_reason,
-        "stop_sequence": None,
-        "usage": usage or {"input_tokens": 10, "output_tokens": 5},
-    }
-    return httpx.Response(200, json=body, headers={"request-id": request_id})
-
-
-def error(status: int, kind: str, message: str, request_id: str = "req_err") -> httpx.Response:
-    body = {"type": "error", "error": {"type": kind, "message": message}}
-    # retry-after-ms makes the SDK's retry sleep 1 ms (its public backoff override)
-    headers = {"request-id": request_id, "retry-after-ms": "1"}
-    return httpx.Response(status, json=body, headers=headers)
-
-
-def bodies(route: respx.Route) -> list[dict[str, Any]]:
-    return [json.loads(call.request.content) for call in route.calls]
-
-
-def breakpoints(node: Any) -> int:
-    """How many cache_control markers a request body holds, anywhere."""
-    if isinstance(node, dict):
-        return ("cache_control" in node) + sum(breakpoints(v) for v in node.values())
-    if isinstance(node, list):
-        return sum(breakpoints(v) for v in node)
-    return 0
-
-
-def make_model(max_retries: int = 2, **kw: Any) -> AnthropicModel:
-    client = anthropic.Anthropic(api_key="test-key", max_retries=max_retries)
-    return AnthropicModel(client=client, **kw)
-
-
-def make_tools(log: list[str]) -> list[Any]:
-    @tool
-    def lookup(query: str) -> str:
-        """Look a query up."""
-        log.append(query)
-        return f"found {query}"
-
-    @tool
-    def explode(reason: str) -> str:
-        """Always fails."""
-        log.append("explode")
-        raise RuntimeError(reason)
-
-    return [lookup, explode]
-
-
-@pytest.fixture
-def messages_route(anthropic_api: respx.MockRouter) -> respx.Route:
-    return anthropic_api.post("/v1/messages")
-
 
 # -- import and construction -----------------------------------------------------------
 
@@ -605,15 +539,6 @@ def test_the_api_key_never_appears_in_an_error(messages_route: respx.Route) -> N
 # -- streaming for large max_tokens ------------------------------------------------------
 
 
-def sse(*events: dict[str, Any]) -> httpx.Response:
-    payload = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events)
-    return httpx.Response(
-        200,
-        content=payload.encode(),
-        headers={"content-type": "text/event-stream", "request-id": "req_sse"},
-    )
-
-
 def stream_start() -> dict[str, Any]:
     message = {
         "id": "msg_s",
@@ -637,20 +562,6 @@ def stream_end(stop_reason: str, output_tokens: int) -> list[dict[str, Any]]:
         },
         {"type": "message_stop"},
     ]
-
-
-def streamed_text(answer: str) -> httpx.Response:
-    return sse(
-        stream_start(),
-        {"type": "content_block_start", "index": 0, "content_block": text("")},
-        {
-            "type": "content_block_delta",
-            "index": 0,
-            "delta": {"type": "text_delta", "text": answer},
-        },
-        {"type": "content_block_stop", "index": 0},
-        *stream_end("end_turn", 5),
-    )
 
 
 def stream_events() -> list[dict[str, Any]]:

@@ -1,61 +1,57 @@
-"""Claude through the official `anthropic` SDK: the `ModelClient` for the Messages API.
+"""Claude through the official `anthropic` SDK: the `ModelClient` for the Messages API,
+plain or streamed, sync or async.
 
-The SDK is imported when an `AnthropicModel` is built, never at `import agentloops`.
+The SDK (the `anthropic` extra) is imported when an `AnthropicModel` is built, never at
+`import agentloops`. Requests are built in `_anthropic_request`, replies checked and
+merged in `_anthropic_reply` and `_anthropic_stream`; this module only sends.
 """
 
 from __future__ import annotations
 
-import threading
+from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator
+from contextlib import aclosing, closing, contextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
-from agentloops.errors import ConfigurationError, ModelError
-from agentloops.messages import (
-    Block,
-    Message,
-    RedactedThinking,
-    Text,
-    Thinking,
-    ToolCall,
-    ToolResult,
-)
-from agentloops.model import ModelRequest, ModelResponse, StopReason, Usage
-from agentloops.structured import parse_json
+from agentloops.errors import AgentLoopsError, ConfigurationError, ModelError
+from agentloops.model import ModelRequest, ModelResponse
+from agentloops.providers._anthropic_client import default_client, scrub, secrets_of, settings_of
+from agentloops.providers._anthropic_reply import Turn, read_reply
+from agentloops.providers._anthropic_request import build_params
+from agentloops.providers._anthropic_stream import Assembly
 
 if TYPE_CHECKING:
     import anthropic
-    from anthropic.types import ContentBlock
-    from anthropic.types import Message as WireMessage
-    from anthropic.types import Usage as WireUsage
+    import httpx2
 
-_STOP_REASONS: dict[str, StopReason] = {
-    "end_turn": "end_turn",
-    "tool_use": "tool_use",
-    "max_tokens": "max_tokens",
-    "stop_sequence": "stop_sequence",
-    "refusal": "refusal",
-    "pause_turn": "pause_turn",
-    "model_context_window_exceeded": "context_window",
-}
-_MAX_CONTINUATIONS = 5
-"""`pause_turn` continuations per `complete` call before the pause is handed to the loop."""
+    from agentloops.events import Delta
+
 _NONSTREAMING_MAX_TOKENS = 21_333
 """Above this `messages.create` refuses to send (its 10-minute budget: 3600 s * n / 128k)."""
-_MARKABLE = frozenset({"text", "tool_result", "tool_use"})
-"""Block types that may carry `cache_control` (thinking blocks may not)."""
+_INSTALL = "pip install 'agentloops-kit[anthropic]'"
 
 
 class AnthropicModel:
-    """A `ModelClient` for Claude over the `anthropic` SDK.
+    """A `ModelClient` for Claude over the `anthropic` SDK, with `acomplete`, `stream`
+    and `astream` besides `complete`.
 
     Args:
         model: the model id.
-        client: an `anthropic.Anthropic` client; `None` builds one from the environment
-            (`ANTHROPIC_API_KEY`). Retries and timeouts are the client's (`max_retries`).
+        client: an `anthropic.Anthropic` client. `None` builds one with `api_key`, or
+            from the environment (`ANTHROPIC_API_KEY`, `ANTHROPIC_AUTH_TOKEN`, a profile).
+            Retries and timeouts are the client's (`max_retries`).
+        async_client: an `anthropic.AsyncAnthropic` client for `acomplete` and `astream`.
+            `None` builds one on first use with the sync client's key, base URL, timeout
+            and retries (pass your own for custom headers, a proxy or an HTTP client).
+        api_key: the API key, when no client is given and the environment has none.
         max_tokens: output limit when the request does not set one. Above the SDK's
-            non-streaming limit (about 21k) the call streams under the hood.
+            non-streaming limit (about 21k) `complete` streams under the hood.
         thinking: `"adaptive"` (Claude decides how much to think), `None` (no thinking
             param), or a raw `thinking` dict passed through as is.
         cache: set prompt-cache breakpoints on system + tools and on the newest message.
+
+    Raises:
+        ConfigurationError: the SDK is not installed, no credentials were found, or a
+            setting is invalid.
 
     Examples:
         >>> from agentloops import AnthropicModel, ReActLoop
@@ -67,6 +63,8 @@ class AnthropicModel:
         model: str = "claude-sonnet-5",
         *,
         client: anthropic.Anthropic | None = None,
+        async_client: anthropic.AsyncAnthropic | None = None,
+        api_key: str | None = None,
         max_tokens: int = 4096,
         thinking: Literal["adaptive"] | dict[str, Any] | None = "adaptive",
         cache: bool = True,
@@ -79,11 +77,22 @@ class AnthropicModel:
             raise ConfigurationError(
                 f'thinking must be "adaptive", None or a thinking dict, got {thinking!r}'
             )
-        import anthropic  # here, not at module top: importing agentloops must stay SDK-free
-        from anthropic._constants import MODEL_NONSTREAMING_TOKENS
+        if api_key is not None and (client or async_client) is not None:
+            raise ConfigurationError("pass api_key= or a client, not both")
+        try:  # here, not at module top: importing agentloops must stay SDK-free
+            import anthropic
+            import httpx2
+            from anthropic._constants import MODEL_NONSTREAMING_TOKENS
+        except ImportError as exc:
+            raise ConfigurationError(
+                f"AnthropicModel needs the anthropic SDK ({exc}); install it with: {_INSTALL}"
+            ) from None
 
-        self._sdk = anthropic
-        self.client = client if client is not None else anthropic.Anthropic()
+        self._sdk, self._http = anthropic, httpx2
+        if client is None and async_client is None:
+            client = default_client(anthropic, api_key)
+        self._client, self._async_client = client, async_client
+        self._secrets = secrets_of(client) + secrets_of(async_client)
         self.model = model
         self.max_tokens = max_tokens
         self.thinking: dict[str, Any] | None = thinking
@@ -91,212 +100,175 @@ class AnthropicModel:
         self._stream_above = min(
             _NONSTREAMING_MAX_TOKENS, MODEL_NONSTREAMING_TOKENS.get(model, _NONSTREAMING_MAX_TOKENS)
         )
-        self._local = threading.local()  # one conversion cache per thread: no lock, no mixing
 
     def __repr__(self) -> str:
         return f"AnthropicModel({self.model!r}, thinking={self.thinking!r}, cache={self.cache})"
+
+    @property
+    def client(self) -> anthropic.Anthropic:
+        """The sync SDK client (built from the async one's settings when only that was given)."""
+        if self._client is None:
+            self._client = self._sdk.Anthropic(**settings_of(self._async_client))
+        return self._client
+
+    @property
+    def async_client(self) -> anthropic.AsyncAnthropic:
+        """The async SDK client (built on first use from the sync one's settings)."""
+        if self._async_client is None:
+            self._async_client = self._sdk.AsyncAnthropic(**settings_of(self._client))
+        return self._async_client
 
     def complete(self, request: ModelRequest) -> ModelResponse:
         """Send `request` and return Claude's turn, continuing `pause_turn` pauses.
 
         Raises:
             ConfigurationError: a request the API would reject (before any HTTP call).
-            ModelError: the API failed after the SDK's retries, or answered with an
-                unknown stop reason. `.status` and `.request_id` are set when known.
+            ModelError: the API failed after the SDK's retries, sent a reply of the wrong
+                shape, or an unknown stop reason. `.status` and `.request_id` are set
+                when known.
         """
         params = self._params(request)
-        wire = self._send(params)
-        content, usage = list(wire.content), _usage(wire.usage)
-        for _ in range(_MAX_CONTINUATIONS):
-            if wire.stop_reason != "pause_turn":
-                break
-            # The API continues a paused turn when it gets the turn back as the last message.
-            paused = {"role": "assistant", "content": [b for b in content if _keep(b)]}
-            wire = self._send({**params, "messages": [*params["messages"], paused]})
-            content += wire.content
-            usage += _usage(wire.usage)
-        stop_reason = _STOP_REASONS.get(wire.stop_reason or "")
-        if stop_reason is None:
-            raise ModelError(
-                f"Anthropic API returned an unknown stop_reason {wire.stop_reason!r}",
-                request_id=getattr(wire, "_request_id", None),
-            )
-        message = Message("assistant", _blocks(content))
-        output = None
-        if request.output is not None and stop_reason != "refusal":
-            output = parse_json(message.text)
-        return ModelResponse(message, stop_reason, usage, wire.model, output)
+        if params["max_tokens"] > self._stream_above:
+            with closing(self._stream(params, request)) as items:
+                return _final(items)
+        turn = Turn(params, structured=request.output is not None)
+        with self._errors():
+            while turn.next is not None:
+                raw = self.client.messages.with_raw_response.create(**turn.next)
+                turn.add(read_reply(raw.read(), raw.request_id), raw.request_id)
+            return turn.response()
 
-    # -- request -------------------------------------------------------------------
+    async def acomplete(self, request: ModelRequest) -> ModelResponse:
+        """`complete` over the async client. Cancelling it cancels the HTTP call.
+
+        Raises:
+            ConfigurationError: as `complete`.
+            ModelError: as `complete`.
+        """
+        params = self._params(request)
+        if params["max_tokens"] > self._stream_above:
+            async with aclosing(self._astream(params, request)) as items:
+                return await _afinal(items)
+        turn = Turn(params, structured=request.output is not None)
+        with self._errors():
+            while turn.next is not None:
+                raw = await self.async_client.messages.with_raw_response.create(**turn.next)
+                turn.add(read_reply(await raw.read(), raw.request_id), raw.request_id)
+            return turn.response()
+
+    def stream(self, request: ModelRequest) -> Iterator[Delta | ModelResponse]:
+        """Claude's turn as it is written: `TextDelta`, `ThinkingDelta` and `ToolCallDelta`
+        events, then the same `ModelResponse` that `complete` returns.
+
+        The request is checked when `stream` is called; the HTTP call starts at the first
+        `next()`. Closing the iterator early closes the HTTP stream.
+
+        Raises:
+            ConfigurationError: as `complete`, from this call.
+            ModelError: while iterating, as `complete`; also for a stream cut off before
+                its end, or an `error` event in it (no final response is yielded then).
+        """
+        return self._stream(self._params(request), request)
+
+    def astream(self, request: ModelRequest) -> AsyncIterator[Delta | ModelResponse]:
+        """`stream` over the async client. Close it (`aclose()`, or `contextlib.aclosing`)
+        to stop early; cancelling the task that iterates it closes the HTTP stream."""
+        return self._astream(self._params(request), request)
 
     def _params(self, request: ModelRequest) -> dict[str, Any]:
-        params: dict[str, Any] = {
-            "model": self.model,
-            "max_tokens": request.max_tokens or self.max_tokens,
-            "messages": self._messages(request.messages),
-        }
-        if request.system:
-            system: dict[str, Any] = {"type": "text", "text": request.system}
-            if self.cache:
-                system["cache_control"] = {"type": "ephemeral"}
-            params["system"] = [system]
-        if request.tools:
-            tools = [
-                {"name": t.name, "description": t.description, "input_schema": t.input_schema}
-                for t in request.tools
-            ]
-            if self.cache:
-                tools[-1] = {**tools[-1], "cache_control": {"type": "ephemeral"}}
-            params["tools"] = tools
-            params["tool_choice"] = self._tool_choice(request)
-        elif request.tool_choice not in ("auto", "none"):
-            raise ConfigurationError(
-                f"tool_choice={request.tool_choice!r} forces a tool, but no tools were offered"
-            )
-        if self.thinking is not None:
-            params["thinking"] = self.thinking
-        if request.output is not None:
-            # The API accepts a subset of JSON Schema; the SDK's own transform (the one
-            # `messages.parse` uses) closes objects and moves unsupported keywords into
-            # descriptions. Validation stays with agentloops.structured.
-            schema = self._sdk.transform_schema(request.output.schema)
-            params["output_config"] = {"format": {"type": "json_schema", "schema": schema}}
-        return params
-
-    def _tool_choice(self, request: ModelRequest) -> dict[str, Any]:
-        choice = request.tool_choice
-        if choice in ("auto", "any", "none"):
-            mapped: dict[str, Any] = {"type": choice}
-        elif any(t.name == choice for t in request.tools):
-            mapped = {"type": "tool", "name": choice}
-        else:
-            names = [t.name for t in request.tools]
-            raise ConfigurationError(
-                f"tool_choice={choice!r} names no offered tool; tools: {names}"
-            )
-        if mapped["type"] in ("any", "tool") and (self.thinking or {}).get("type") == "enabled":
-            raise ConfigurationError(
-                f"tool_choice={choice!r} forces tool use, which the API rejects with manual "
-                'thinking ({"type": "enabled"}); use thinking="adaptive" or tool_choice="auto"'
-            )
-        return mapped
-
-    def _messages(self, messages: list[Message]) -> list[dict[str, Any]]:
-        """The wire form of `messages`, converting only what was appended since last call."""
-        wire: _Wire | None = getattr(self._local, "wire", None)
-        if wire is None or not wire.extends(messages):
-            wire = self._local.wire = _Wire(messages)
-        return wire.sync(messages, self.cache)
-
-    def _send(self, params: dict[str, Any]) -> WireMessage:
-        sdk = self._sdk
-        try:
-            if params["max_tokens"] > self._stream_above:
-                with self.client.messages.stream(**params) as stream:
-                    return stream.get_final_message()
-            created: WireMessage = self.client.messages.create(**params)
-            return created
-        except sdk.APIStatusError as exc:
-            detail = exc.api_message or exc.message
-            raise ModelError(
-                f"Anthropic API error {exc.status_code} ({exc.type or 'unknown'}): {detail}",
-                request_id=exc.request_id,
-                status=exc.status_code,
-            ) from exc
-        except sdk.AnthropicError as exc:  # connection errors, timeouts, malformed responses
-            raise ModelError(f"Anthropic API call failed: {type(exc).__name__}: {exc}") from exc
-
-
-class _Wire:
-    """The wire form of one live transcript, extended as the loop appends to it.
-
-    Loops send the same list every step and only append, so each call converts only the
-    new messages (per-step cost stays flat in transcript length). The cache breakpoint
-    on the newest message is a marked copy swapped into the last slot; the unmarked
-    original goes back before the next extension, so no old message keeps a marker.
-    """
-
-    def __init__(self, source: list[Message]):
-        self.source = source
-        self.params: list[dict[str, Any]] = []
-        self.done = 0
-        self.last: Message | None = None
-        self.unmarked: tuple[int, dict[str, Any]] | None = None
-
-    def extends(self, messages: list[Message]) -> bool:
-        """Whether `messages` is the same list, still holding what was converted."""
-        return (
-            messages is self.source
-            and len(messages) >= self.done
-            and (self.done == 0 or messages[self.done - 1] is self.last)
+        return build_params(
+            request,
+            model=self.model,
+            max_tokens=self.max_tokens,
+            thinking=self.thinking,
+            cache=self.cache,
+            transform_schema=self._sdk.transform_schema,
         )
 
-    def sync(self, messages: list[Message], cache: bool) -> list[dict[str, Any]]:
-        params = self.params
-        if self.unmarked is not None:
-            index, original = self.unmarked
-            params[index] = original
-            self.unmarked = None
-        for message in messages[self.done :]:
-            blocks = [p for p in map(_block_param, message.content) if p is not None]
-            if blocks:  # an empty turn is left out; the API merges the turns around it
-                params.append({"role": message.role, "content": blocks})
-        self.done = len(messages)
-        self.last = messages[-1] if messages else None
-        if cache and params and params[-1]["content"][-1]["type"] in _MARKABLE:
-            newest = params[-1]
-            *head, tail = newest["content"]
-            marked = {**tail, "cache_control": {"type": "ephemeral"}}
-            self.unmarked = (len(params) - 1, newest)
-            params[-1] = {**newest, "content": [*head, marked]}
-        return params
+    def _stream(
+        self, params: dict[str, Any], request: ModelRequest
+    ) -> Generator[Delta | ModelResponse, None, None]:
+        # A copy: the transcript's wire form is reused by the next call, which may come
+        # before this generator is read to the end.
+        turn = Turn(
+            {**params, "messages": list(params["messages"])}, structured=request.output is not None
+        )
+        with self._errors():
+            while turn.next is not None:
+                with self.client.messages.create(stream=True, **turn.next) as events:
+                    assembly = Assembly(turn.tool_calls, _request_id(events.response))
+                    for sse in self._sdk.Stream.raw_events(events.response):
+                        if sse.data:
+                            yield from assembly.feed(sse.data)
+                turn.add(assembly.reply(), assembly.request_id)
+            response = turn.response()
+        yield response
+
+    async def _astream(
+        self, params: dict[str, Any], request: ModelRequest
+    ) -> AsyncGenerator[Delta | ModelResponse, None]:
+        turn = Turn(
+            {**params, "messages": list(params["messages"])}, structured=request.output is not None
+        )
+        with self._errors():
+            while turn.next is not None:
+                events = await self.async_client.messages.create(stream=True, **turn.next)
+                async with events:
+                    assembly = Assembly(turn.tool_calls, _request_id(events.response))
+                    async for sse in self._sdk.AsyncStream.raw_events(events.response):
+                        for delta in assembly.feed(sse.data) if sse.data else ():
+                            yield delta
+                turn.add(assembly.reply(), assembly.request_id)
+            response = turn.response()
+        yield response
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        """Every failure below becomes a `ModelError`, with the credentials blanked out."""
+        try:
+            yield
+        except AgentLoopsError as exc:
+            scrub(exc, secrets=self._secrets)
+            raise
+        except Exception as exc:
+            error = self._model_error(exc)
+            if error is None:  # not the API's nor the network's: a bug, left as it is
+                raise
+            raise scrub(error, exc, secrets=self._secrets) from exc
+
+    def _model_error(self, exc: Exception) -> ModelError | None:
+        sdk, http, kind = self._sdk, self._http, type(exc).__name__
+        if isinstance(exc, sdk.APIStatusError):
+            return ModelError(
+                f"Anthropic API error {exc.status_code} ({exc.type or 'unknown'}): "
+                f"{exc.api_message or exc.message}",
+                request_id=exc.request_id,
+                status=exc.status_code,
+            )
+        if isinstance(exc, sdk.AnthropicError):  # connection errors, timeouts before a reply
+            return ModelError(f"Anthropic API call failed: {kind}: {exc}")
+        if isinstance(exc, http.TimeoutException):  # no byte within the read timeout
+            return ModelError(f"Anthropic API stream stalled: {kind}: {exc}")
+        if isinstance(exc, (http.HTTPError, http.StreamError, UnicodeDecodeError)):
+            return ModelError(f"Anthropic API stream broke: {kind}: {exc}")
+        return None
 
 
-def _block_param(block: Block) -> dict[str, Any] | None:
-    if type(block) is Text:
-        # The API rejects whitespace-only text blocks, including its own when echoed.
-        return {"type": "text", "text": block.text} if block.text.strip() else None
-    if type(block) is ToolResult:
-        result: dict[str, Any] = {"type": "tool_result", "tool_use_id": block.call_id}
-        if block.content:  # an empty content string is rejected; no content is not
-            result["content"] = block.content
-        if block.is_error:
-            result["is_error"] = True
-        return result
-    if type(block) is ToolCall:
-        return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.args}
-    if type(block) is Thinking:
-        return {"type": "thinking", "thinking": block.text, "signature": block.signature}
-    if type(block) is RedactedThinking:
-        return {"type": "redacted_thinking", "data": block.data}
-    raise TypeError(f"not a message block: {block!r}")
+def _request_id(response: httpx2.Response) -> str | None:
+    request_id: str | None = response.headers.get("request-id")
+    return request_id
 
 
-def _keep(block: ContentBlock) -> bool:
-    return block.type != "text" or bool(block.text.strip())
+def _final(items: Iterator[Delta | ModelResponse]) -> ModelResponse:
+    """The response that ends a stream (its deltas are dropped)."""
+    for item in items:
+        if isinstance(item, ModelResponse):
+            return item
+    raise AssertionError("a stream ended without a response")  # pragma: no cover
 
 
-def _blocks(content: list[ContentBlock]) -> tuple[Block, ...]:
-    """Our blocks for the API's. Server-tool blocks (web search, code execution) are left
-    out: agentloops never offers server tools, and a loop could not answer them."""
-    blocks: list[Block] = []
-    for b in filter(_keep, content):
-        if b.type == "text":
-            blocks.append(Text(b.text))
-        elif b.type == "thinking":
-            blocks.append(Thinking(b.thinking, b.signature))
-        elif b.type == "redacted_thinking":
-            blocks.append(RedactedThinking(b.data))
-        elif b.type == "tool_use":
-            blocks.append(ToolCall(b.id, b.name, dict(b.input)))
-    return tuple(blocks)
-
-
-def _usage(usage: WireUsage) -> Usage:
-    # Anthropic's input_tokens already excludes the tokens read from or written to the cache.
-    return Usage(
-        input_tokens=usage.input_tokens,
-        output_tokens=usage.output_tokens,
-        cache_read_tokens=usage.cache_read_input_tokens or 0,
-        cache_write_tokens=usage.cache_creation_input_tokens or 0,
-    )
+async def _afinal(items: AsyncIterator[Delta | ModelResponse]) -> ModelResponse:
+    async for item in items:
+        if isinstance(item, ModelResponse):
+            return item
+    raise AssertionError("a stream ended without a response")  # pragma: no cover

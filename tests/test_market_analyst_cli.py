@@ -4,6 +4,7 @@ the model settings a run remembers."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 import respx
 from _analyst_app import answers, make_app
 from market_analyst import cli, models
+from market_analyst.approve import CHOICES
 from market_analyst.demo_model import DemoModel, role_of
 from market_analyst.store import RUNNING, NoDraftYet
 
@@ -354,3 +356,24 @@ def test_claude_gets_the_token_limit_and_a_planner_of_its_own(monkeypatch) -> No
     assert clients.main.max_tokens == 800  # type: ignore[attr-defined]
     assert clients.planner.model == "claude-haiku-5"  # type: ignore[attr-defined]
     assert clients.executor is clients.main
+
+
+# -- the docs page ---------------------------------------------------------------------
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "market-analyst.md"
+
+
+def test_every_flag_the_docs_page_names_exists() -> None:
+    parser_flags = set(re.findall(r"--[a-z][a-z-]+", cli.parser().format_help()))
+    named = set(re.findall(r"(?<![\w-])--[a-z][a-z-]+", DOCS.read_text(encoding="utf-8")))
+    assert named and named <= parser_flags, named - parser_flags
+    assert CHOICES in DOCS.read_text(encoding="utf-8")  # the prompt as the page shows it
+
+
+def test_the_docs_page_code_runs(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    page = DOCS.read_text(encoding="utf-8")
+    [code] = re.findall(r"^```py\n(.*?)^```$", page, re.S | re.M)
+    exec(compile(code, str(DOCS), "exec"), {"__name__": "docs"})
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "deep_research pass" and out[-1] == "ma-0001"

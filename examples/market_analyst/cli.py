@@ -55,7 +55,7 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=SCRIPT,
         description="Market Analyst: route, research, write, evaluate; a person approves.",
@@ -116,6 +116,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     look.add_argument("--preferences", metavar="TEXT")
     p.add_argument("--state-dir", type=Path, default=STATE_DIR)
     p.add_argument("--reports-dir", type=Path, default=REPORTS_DIR)
+    return p
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The flags, checked: a blank request or a decision without --resume is refused."""
+    p = parser()
     args = p.parse_args(argv)
     args.profile = args.profile or any(getattr(args, k) is not None for k in browse.PROFILE_FLAGS)
     if (args.approve or args.reject or args.edit or args.edited) and not args.resume:

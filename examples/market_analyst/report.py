@@ -89,7 +89,7 @@ def unsupported_figures(report: AnalystReport, evidence: list[dict[str, Any]]) -
 
 _INLINE = re.compile(r"([\\`*_\[\]|~])")
 # What starts a block at the beginning of a line: a heading, a list item, a rule. A "1."
-# marker is escaped at its dot ("1\\."), the others before their first character. ("*" and
+# marker is escaped at its dot ("1\."), the others before their first character. ("*" and
 # "<" never get here unescaped.)
 _BLOCK_START = re.compile(r"^(?:(\d+)(?=[.)](?:\s|$))|(?=#{1,6}(?:\s|$)|\+(?:\s|$)|-(?:[\s-]|$)))")
 

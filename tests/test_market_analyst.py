@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 from _analyst_app import make_app
-from market_analyst.demo_model import DemoModel, role_of
+from market_analyst.demo_model import DemoModel
 from market_analyst.facts import numbers
 from market_analyst.report import AnalystReport
+from market_analyst.roles import role_of
 from market_analyst.store import RunStore
 from market_analyst.workflow import Analyst
 
@@ -136,6 +137,18 @@ def test_a_key_figure_that_its_cited_output_does_not_hold_fails_the_figure_check
     assert record["verdict"]["verdict"] == "fail" and record["status"] == "pending"
     assert "figure check" in record["verdict"]["reasons"][0]
     assert "is not in E3 (search_news)" in record["figure_problems"][0]
+
+
+def test_key_figures_written_as_json_numbers_are_taken_as_written(app) -> None:
+    def as_numbers(response: ModelResponse) -> ModelResponse:
+        report = dict(response.output)  # type: ignore[arg-type]
+        figures = [dict(f, value=float(f["value"])) for f in report["key_figures"]]
+        return respond_structured({**report, "key_figures": figures})
+
+    assert app("Quick snapshot of AMD", model=_tampered("writer", as_numbers)) == 0
+    record = app.only_run()
+    assert record["calls_by_role"]["writer"] == 1  # accepted first time, not re-asked
+    assert record["figure_problems"] == [] and record["verdict"]["verdict"] == "pass"
 
 
 def test_the_evaluator_fails_a_draft_with_an_invented_figure(app) -> None:
@@ -285,3 +298,16 @@ def test_a_writer_that_never_fills_the_record_stops_the_run_resumably(app, capsy
     assert app("--resume", record["run_id"], "--offline") == 0
     record = app.store.get(record["run_id"])
     assert record["status"] == "pending" and record["calls_by_role"]["rewoo_planner"] == 1
+
+
+@pytest.mark.parametrize(
+    ("request_text", "mode", "message"),
+    [(" \n ", "auto", "the request is empty"), ("Quick snapshot of NVDA", "fast", "mode must be")],
+)
+def test_the_analyst_refuses_a_blank_request_or_an_unknown_mode(
+    tmp_path: Path, request_text: str, mode: str, message: str
+) -> None:
+    store = RunStore(tmp_path / "state", tmp_path / "reports")
+    with pytest.raises(ValueError, match=message):
+        Analyst(DemoModel(), store).run(request_text, "r1", mode=mode)
+    assert store.records.list_runs() == []

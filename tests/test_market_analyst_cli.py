@@ -15,7 +15,8 @@ import respx
 from _analyst_app import answers, make_app
 from market_analyst import cli, models
 from market_analyst.approve import CHOICES
-from market_analyst.demo_model import DemoModel, role_of
+from market_analyst.demo_model import DemoModel
+from market_analyst.roles import role_of
 from market_analyst.store import RUNNING, NoDraftYet
 
 from agentloops import ModelRequest, ModelResponse

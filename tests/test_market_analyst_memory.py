@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from _analyst_app import make_app
 from market_analyst.archive import ArchivedReport, SQLiteArchive, fts_query
-from market_analyst.demo_model import DemoModel, role_of
+from market_analyst.demo_model import DemoModel
 from market_analyst.memory import Profile, ProfileStore, parse_holdings
+from market_analyst.roles import role_of
 
 from agentloops import ModelRequest, ModelResponse
 from agentloops.testing import FunctionModel

@@ -18,6 +18,7 @@ from typing import Any
 from agentloops import Message, ModelRequest, ModelResponse, Usage
 from agentloops.testing import FunctionModel, respond, respond_structured, use_tools
 from market_analyst import recommend, writers
+from market_analyst.roles import role_of
 
 MODEL_NAME = "offline-demo (deterministic stand-in)"
 BANNER = (
@@ -30,48 +31,10 @@ BANNER = (
 )
 
 
-_ROLE_LINE = re.compile(r"you are the (\w+) of (?:an? )?([\w-]+)", re.I)
-_ROLES = {
-    "router",
-    "planner",
-    "solver",
-    "executor",
-    "reporter",
-    "replanner",
-    "writer",
-    "evaluator",
-}
-_SCHEMAS = {
-    "RouteChoice": "router",
-    "ReWOOPlan": "rewoo_planner",
-    "Plan": "planner",
-    "PlanRevision": "replanner",
-    "AnalystReport": "writer",
-}
 _UNCLEAR = (
     re.compile(r"when the request is unclear, choose (\w+)", re.I),
     re.compile(r"^- (\w+):[^\n]*\bunclear\b", re.M | re.I),
 )
-
-
-def role_of(request: ModelRequest) -> str:
-    """Which part of the system sent this request.
-
-    Every agentloops component starts its system prompt with a stable first line
-    ("You are the planner of a ReWOO agent."); structured requests also carry their
-    schema's name. Anything else with tools is treated as a ReAct agent.
-    """
-    first = request.system.strip().splitlines()[0] if request.system.strip() else ""
-    match = _ROLE_LINE.search(first)
-    if match:
-        role, system = match.group(1).lower(), match.group(2).lower()
-        if (role, system) == ("planner", "rewoo"):
-            return "rewoo_planner"
-        if role in _ROLES:
-            return role
-    if request.output is not None:
-        return _SCHEMAS.get(request.output.name, "structured:" + request.output.name)
-    return "agent" if request.tools else "writer"
 
 
 def _message_text(request: ModelRequest) -> str:

@@ -23,6 +23,9 @@ Recommendation = Literal["buy", "hold", "sell"]
 class KeyFigure(pydantic.BaseModel):
     """One figure the report relies on, and where it came from."""
 
+    # Models often write a figure as a JSON number: keep it, as text, rather than re-ask.
+    model_config = pydantic.ConfigDict(coerce_numbers_to_str=True)
+
     label: str = pydantic.Field(description="what the figure is, e.g. 'NVDA last close'")
     value: str = pydantic.Field(
         description="the figure exactly as the tool output states it, e.g. '157.99'"

@@ -31,7 +31,7 @@ from agentloops import (
 )
 from agentloops.plan_execute import PLANNER_SYSTEM, REPORTER_SYSTEM
 from agentloops.rewoo import PLANNER_SYSTEM as REWOO_PLANNER_SYSTEM
-from market_analyst.demo_model import role_of
+from market_analyst.archive import ArchivedReport
 from market_analyst.evidence import StepEvidence, item
 from market_analyst.prompts import (
     CRITERIA,
@@ -50,6 +50,7 @@ from market_analyst.report import (
     to_markdown,
     unsupported_figures,
 )
+from market_analyst.roles import role_of
 from market_analyst.store import PENDING, RunStore
 from market_analyst.tickers import tickers_in
 from market_analyst.tools import RESEARCH_TOOLS
@@ -141,7 +142,7 @@ class Analyst:
         self.store.create(run_id, request, mode=mode, memory=memory, **fields)
         return self.proceed(run_id)
 
-    def _last_reports(self, request: str) -> list[Any]:
+    def _last_reports(self, request: str) -> list[ArchivedReport]:
         found = (self.store.archive.latest_for(t) for t in tickers_in(request))
         return list({r.run_id: r for r in found if r is not None}.values())
 

@@ -1,154 +1,230 @@
-"""The Market Analyst example end to end, offline: route, research, evaluate, approve."""
+"""The Market Analyst example end to end, offline: route, research, write, evaluate, approve."""
 
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from market_analyst import cli
-from market_analyst.demo_model import DemoModel, role_of
+from _analyst_app import make_app
+from market_analyst.demo_model import DemoModel
 from market_analyst.facts import numbers
+from market_analyst.report import AnalystReport
+from market_analyst.roles import role_of
 from market_analyst.store import RunStore
+from market_analyst.workflow import Analyst
 
 from agentloops import ModelError, ModelRequest, ModelResponse
-from agentloops.testing import FunctionModel, respond
+from agentloops.testing import FunctionModel, respond, respond_structured
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 SNAPSHOT_TOOLS = {"get_stock_snapshot", "get_price_history", "search_news"}
 RESEARCH_TOOLS = SNAPSHOT_TOOLS | {"get_financials", "search_competitors"}
-
 
 pytestmark = pytest.mark.usefixtures("instant_analyst_tools")
 
 
 @pytest.fixture
 def app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """Run the CLI in `tmp_path` (state and reports there), offline, tools instant."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    monkeypatch.setenv("COLUMNS", "200")  # rich wraps at the terminal width
-
-    def run(*argv: str, model=None) -> int:
-        return cli.main([*argv, "--latency", "0"], model=model)
-
-    run.store = RunStore(tmp_path / ".agentloops", tmp_path / "reports")  # type: ignore[attr-defined]
-    return run
-
-
-def only_run(store: RunStore) -> dict:
-    [run_id] = store.records.list_runs()
-    return store.get(run_id)
-
-
-def reports(tmp_path: Path) -> list[Path]:
-    folder = tmp_path / "reports"
-    return sorted(folder.iterdir()) if folder.exists() else []
+    return make_app(tmp_path, monkeypatch)
 
 
 def test_no_key_and_no_base_url_uses_the_announced_offline_model(app, capsys) -> None:
     assert app("Quick snapshot of NVDA") == 0
     out = capsys.readouterr().out
     assert "deterministic stand-in" in out and "ANTHROPIC_API_KEY" in out and "--base-url" in out
-    assert "offline-demo" in only_run(app.store)["model"]
+    record = app.only_run()
+    assert "offline-demo" in record["model"] and record["settings"]["provider"] == "offline"
 
 
-def test_quick_snapshot_takes_the_rewoo_route_and_waits_for_approval(
-    app, capsys, tmp_path: Path
-) -> None:
+def test_quick_snapshot_takes_the_rewoo_route_and_waits_for_approval(app, capsys) -> None:
     assert app("Quick snapshot of NVDA") == 0
-    record = only_run(app.store)
+    record = app.only_run()
     assert record["route"] == "flash_briefing" and record["status"] == "pending"
     calls = [(e["name"], e["args"]["ticker"], e["is_error"]) for e in record["evidence"]]
     assert sorted(calls) == sorted((name, "NVDA", False) for name in SNAPSHOT_TOOLS)
     assert record["verdict"]["verdict"] == "pass"
-    assert record["calls_by_role"] == {"router": 1, "rewoo_planner": 1, "solver": 1, "evaluator": 1}
+    assert record["calls_by_role"] == {
+        "router": 1,
+        "rewoo_planner": 1,
+        "solver": 1,
+        "writer": 1,
+        "evaluator": 1,
+    }
     assert "157.99" in record["draft"]  # the fixture price, read by a tool
-    assert reports(tmp_path) == []  # not a TTY and no --yes: nothing published
+    assert app.reports() == []  # not a TTY and no --yes: nothing published
     out = capsys.readouterr().out
     for seen in ("Route: flash_briefing", "ReWOO plan", "get_price_history", "Model usage"):
         assert seen in out
     assert f"--resume {record['run_id']} --approve" in out
 
 
-def test_investment_thesis_takes_plan_and_execute_and_yes_publishes(
-    app, capsys, tmp_path: Path
+def test_investment_thesis_takes_plan_and_execute_with_replanning_and_yes_publishes(
+    app, capsys
 ) -> None:
     assert app("Investment thesis and strategic risks for MSFT", "--yes") == 0
-    record = only_run(app.store)
+    record = app.only_run()
     assert record["route"] == "deep_research" and record["status"] == "published"
     assert {e["name"] for e in record["evidence"]} == RESEARCH_TOOLS
     assert not any(e["is_error"] for e in record["evidence"])
     assert record["verdict"]["verdict"] == "pass"
     roles = record["calls_by_role"]
     assert roles["planner"] == 1 and roles["reporter"] == 1 and roles["executor"] == 8
-    assert "Strategic risks" in record["draft"]
-    [report] = reports(tmp_path)
+    assert roles["replanner"] == 3  # re-planning is on: asked before each step after the first
+    assert roles["writer"] == 1
+    assert "### Risks" in record["draft"] and "**Recommendation: BUY**" in record["draft"]
+    [report] = app.reports()
     assert report.name == f"{record['run_id']}.md"
     text = report.read_text()
     assert record["draft"].strip() in text and "NOT live market data" in text
     assert "Plan-and-Execute plan" in capsys.readouterr().out
 
 
-def test_unknown_ticker_is_a_tool_error_and_never_an_invented_number(app, tmp_path) -> None:
+def test_the_draft_is_a_structured_record_whose_figures_cite_their_tool_outputs(app) -> None:
+    assert app("Investment thesis and strategic risks for MSFT") == 0
+    record = app.only_run()
+    report = AnalystReport.model_validate(record["draft_record"])
+    assert report.recommendation in ("buy", "hold", "sell") and report.tickers == ["MSFT"]
+    assert report.key_figures and record["figure_problems"] == []
+    evidence = {f"E{i + 1}": e for i, e in enumerate(record["evidence"])}
+    for figure in report.key_figures:
+        assert numbers(figure.value) <= numbers(evidence[figure.source]["content"])
+        assert f"| {figure.source} (" in record["draft"]  # the rendered table names the source
+
+
+def test_unknown_ticker_is_a_tool_error_and_never_an_invented_number(app) -> None:
     assert app("Quick snapshot of XYZ", "--yes") == 0
-    record = only_run(app.store)
+    record = app.only_run()
     assert record["evidence"] and all(e["is_error"] for e in record["evidence"])
     assert "unknown ticker 'XYZ'" in record["evidence"][0]["content"]
     assert record["verdict"]["verdict"] in ("fail", "needs_human")
     assert numbers(record["draft"]) == set()
-    assert record["status"] == "pending" and reports(tmp_path) == []  # --yes needs a pass
+    assert record["draft_record"]["confidence"] == "low"
+    assert record["status"] == "pending" and app.reports() == []  # --yes needs a pass
 
 
-def test_evaluator_fails_a_draft_with_an_invented_figure(app) -> None:
+def test_deep_research_on_an_unknown_ticker_replans_away_the_steps_that_would_fail(app) -> None:
+    assert app("Investment thesis and strategic risks for XYZ") == 0
+    record = app.only_run()
+    assert record["calls_by_role"]["replanner"] == 1  # it revised after step 1, then no more
+    assert record["calls_by_role"]["executor"] == 2  # only step 1 ran
+    assert {e["name"] for e in record["evidence"]} == {"get_stock_snapshot", "get_price_history"}
+    assert record["verdict"]["verdict"] == "needs_human"
+
+
+def _tampered(role: str, change) -> FunctionModel:
+    """The demo model, with the answer of one role changed by `change(response)`."""
     demo = DemoModel()
 
-    def inventive(request: ModelRequest) -> ModelResponse:
+    def model(request: ModelRequest) -> ModelResponse:
         response = demo.complete(request)
-        if role_of(request) == "solver":
-            return respond(response.message.text + "\n- The price may reach 999.99 USD.")
-        return response
+        return change(response) if role_of(request) == role else response
 
-    assert app("Quick snapshot of AMD", "--yes", model=FunctionModel(inventive)) == 0
-    record = only_run(app.store)
+    return FunctionModel(model)
+
+
+def test_a_key_figure_that_its_cited_output_does_not_hold_fails_the_figure_check(app) -> None:
+    def miscite(response: ModelResponse) -> ModelResponse:
+        report = dict(response.output)  # type: ignore[arg-type]
+        first = dict(report["key_figures"][0], source="E3")  # the price, cited to the news
+        return respond_structured({**report, "key_figures": [first, *report["key_figures"][1:]]})
+
+    assert app("Quick snapshot of AMD", "--yes", model=_tampered("writer", miscite)) == 0
+    record = app.only_run()
+    assert record["verdict"]["verdict"] == "fail" and record["status"] == "pending"
+    assert "figure check" in record["verdict"]["reasons"][0]
+    assert "is not in E3 (search_news)" in record["figure_problems"][0]
+
+
+def test_key_figures_written_as_json_numbers_are_taken_as_written(app) -> None:
+    def as_numbers(response: ModelResponse) -> ModelResponse:
+        report = dict(response.output)  # type: ignore[arg-type]
+        figures = [dict(f, value=float(f["value"])) for f in report["key_figures"]]
+        return respond_structured({**report, "key_figures": figures})
+
+    assert app("Quick snapshot of AMD", model=_tampered("writer", as_numbers)) == 0
+    record = app.only_run()
+    assert record["calls_by_role"]["writer"] == 1  # accepted first time, not re-asked
+    assert record["figure_problems"] == [] and record["verdict"]["verdict"] == "pass"
+
+
+def test_the_evaluator_fails_a_draft_with_an_invented_figure(app) -> None:
+    def invent(response: ModelResponse) -> ModelResponse:
+        report = dict(response.output)  # type: ignore[arg-type]
+        return respond_structured({**report, "thesis": report["thesis"] + " Target 999.99."})
+
+    assert app("Quick snapshot of AMD", "--yes", model=_tampered("writer", invent)) == 0
+    record = app.only_run()
+    assert record["figure_problems"] == []  # the key figures are fine; the thesis is not
     assert record["verdict"]["verdict"] == "fail" and "999.99" in record["verdict"]["reasons"][0]
     assert record["status"] == "pending"  # --yes approves only a passing draft
 
 
-def test_resume_from_another_process_publishes_exactly_once(app, tmp_path: Path) -> None:
+def test_resume_from_another_process_publishes_exactly_once(app) -> None:
     assert app("Quick snapshot of NVDA") == 0
-    run_id = only_run(app.store)["run_id"]
+    run_id = app.only_run()["run_id"]
 
     def resume() -> subprocess.CompletedProcess[str]:
         command = [sys.executable, str(EXAMPLES / "market_analyst.py"), "--resume", run_id]
         env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
         return subprocess.run(
-            [*command, "--approve"], cwd=tmp_path, capture_output=True, text=True, env=env
+            [*command, "--approve"], cwd=app.root, capture_output=True, text=True, env=env
         )
 
     first = resume()
     assert first.returncode == 0, first.stderr
-    [report] = reports(tmp_path)
+    [report] = app.reports()
     published = report.read_text()
     second = resume()
     assert second.returncode == 0 and "already published" in second.stdout
-    assert reports(tmp_path) == [report] and report.read_text() == published
+    assert app.reports() == [report] and report.read_text() == published
     assert app.store.get(run_id)["status"] == "published"
 
 
-def test_reject_publishes_nothing(app, tmp_path: Path) -> None:
+def test_reject_publishes_nothing_and_is_final(app, capsys) -> None:
     assert app("Quick snapshot of META") == 0
-    run_id = only_run(app.store)["run_id"]
+    run_id = app.only_run()["run_id"]
     assert app("--resume", run_id, "--reject") == 0
+    assert "rejected for good" in capsys.readouterr().out
     assert app("--resume", run_id, "--approve") == 0  # already decided: no change
-    assert app.store.get(run_id)["status"] == "rejected" and reports(tmp_path) == []
+    assert app.store.get(run_id)["status"] == "rejected" and app.reports() == []
+
+
+def test_the_first_decision_wins_even_from_a_second_store(app, tmp_path: Path) -> None:
+    assert app("Quick snapshot of META") == 0
+    run_id = app.only_run()["run_id"]
+    other = RunStore(tmp_path / ".agentloops", tmp_path / "reports")  # another process's view
+    _, changed = other.decide(run_id, False, by="bob", via="test")
+    record, again = app.store.decide(run_id, True, by="alice", via="test")
+    assert changed and not again
+    assert record["status"] == "rejected" and record["decision"]["by"] == "bob"
+    assert app.store.archive.get(run_id) is None and app.reports() == []
+
+
+def test_a_decision_claimed_but_not_applied_is_applied_by_the_next_attempt(app) -> None:
+    assert app("Quick snapshot of META") == 0
+    run_id = app.only_run()["run_id"]
+    with sqlite3.connect(app.store.db_path) as db:  # a process that died right after its claim
+        db.execute(
+            "INSERT INTO decisions VALUES (?, 1, 'carol', '--approve', ?, NULL)",
+            (run_id, "2026-01-01T00:00:00+00:00"),
+        )
+    db.close()
+    assert app.store.get(run_id)["status"] == "pending" and app.reports() == []
+    assert app("--resume", run_id, "--reject") == 0  # too late: the approval stands
+    record = app.store.get(run_id)
+    assert record["status"] == "published" and record["decision"]["by"] == "carol"
+    [report] = app.reports()
+    assert "Approved by carol" in report.read_text()
+    assert app.store.archive.get(run_id).markdown == report.read_text()  # type: ignore[union-attr]
 
 
 def test_a_wrong_resume_id_lists_the_pending_runs(app, capsys) -> None:
     assert app("Quick snapshot of AAPL") == 0
-    run_id = only_run(app.store)["run_id"]
+    run_id = app.only_run()["run_id"]
     capsys.readouterr()
     assert app("--resume", "ma-nope", "--approve") == 2
     out = capsys.readouterr().out
@@ -169,12 +245,10 @@ class FailingOnce:
         return self.model.complete(request)
 
 
-def test_an_api_error_mid_run_keeps_the_checkpoint_and_resume_continues(
-    app, capsys, tmp_path: Path
-) -> None:
+def test_an_api_error_mid_run_keeps_the_checkpoint_and_resume_continues(app, capsys) -> None:
     task = "Investment thesis and strategic risks for MSFT"
     assert app(task, model=FailingOnce(at=5)) == 1  # step 3's first executor call
-    record = only_run(app.store)
+    record = app.only_run()
     out = capsys.readouterr().out
     assert "overloaded" in out and f"--resume {record['run_id']}" in out
     assert record["status"] == "running" and "ModelError" in record["error"]
@@ -186,31 +260,54 @@ def test_an_api_error_mid_run_keeps_the_checkpoint_and_resume_continues(
     assert "decide after reading the draft" in capsys.readouterr().out
     record = app.store.get(record["run_id"])
     assert record["status"] == "pending" and record["verdict"]["verdict"] == "pass"
-    assert reports(tmp_path) == []  # an approval given before the draft existed is not one
+    assert app.reports() == []  # an approval given before the draft existed is not one
     names = [e["name"] for e in record["evidence"]]
     assert sorted(names) == sorted(RESEARCH_TOOLS)  # steps 1 and 2 were not run again
 
 
+def test_planner_and_executor_can_be_separate_models(tmp_path: Path) -> None:
+    store = RunStore(tmp_path / "state", tmp_path / "reports")
+    seen: dict[str, set[str]] = {"main": set(), "planner": set(), "executor": set()}
+
+    def client(name: str) -> FunctionModel:
+        demo = DemoModel()
+
+        def answer(request: ModelRequest) -> ModelResponse:
+            seen[name].add(role_of(request))
+            return demo.complete(request)
+
+        return FunctionModel(answer)
+
+    analyst = Analyst(client("main"), store, planner=client("planner"), executor=client("executor"))
+    analyst.run("Investment thesis and strategic risks for NVDA", "r1")
+    assert seen["planner"] == {"planner", "replanner"}
+    assert seen["executor"] == {"executor"}
+    assert seen["main"] == {"router", "reporter", "writer", "evaluator"}
+    analyst.run("Quick snapshot of NVDA", "r2")
+    assert "rewoo_planner" in seen["planner"] and "solver" in seen["main"]
+
+
+def test_a_writer_that_never_fills_the_record_stops_the_run_resumably(app, capsys) -> None:
+    def prose(response: ModelResponse) -> ModelResponse:
+        return respond("Here is my report, in prose.")
+
+    assert app("Quick snapshot of NVDA", model=_tampered("writer", prose)) == 1
+    record = app.only_run()
+    assert record["status"] == "running" and "ModelOutputError" in record["error"]
+    assert "notes" in record and "draft" not in record  # the research is kept
+    assert app("--resume", record["run_id"], "--offline") == 0
+    record = app.store.get(record["run_id"])
+    assert record["status"] == "pending" and record["calls_by_role"]["rewoo_planner"] == 1
+
+
 @pytest.mark.parametrize(
-    ("argv", "env", "expected", "described"),
-    [
-        (["x"], {"ANTHROPIC_API_KEY": "sk-test"}, "AnthropicModel", "Claude (claude-sonnet-5)"),
-        (
-            ["x", "--base-url", "http://localhost:11434/v1"],
-            {},
-            "OpenAICompatModel",
-            "qwen3:8b at http://localhost:11434/v1",
-        ),
-        (["x", "--offline"], {"ANTHROPIC_API_KEY": "sk-test"}, "DemoModel", cli.MODEL_NAME),
-        (["x"], {}, "DemoModel", cli.MODEL_NAME),
-    ],
+    ("request_text", "mode", "message"),
+    [(" \n ", "auto", "the request is empty"), ("Quick snapshot of NVDA", "fast", "mode must be")],
 )
-def test_model_choice(
-    argv: list[str], env: dict, expected: str, described: str, monkeypatch
+def test_the_analyst_refuses_a_blank_request_or_an_unknown_mode(
+    tmp_path: Path, request_text: str, mode: str, message: str
 ) -> None:
-    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    model, name, offline = cli.choose_model(cli.parse_args(argv))
-    assert type(model).__name__ == expected and offline is (expected == "DemoModel")
-    assert name == described
+    store = RunStore(tmp_path / "state", tmp_path / "reports")
+    with pytest.raises(ValueError, match=message):
+        Analyst(DemoModel(), store).run(request_text, "r1", mode=mode)
+    assert store.records.list_runs() == []

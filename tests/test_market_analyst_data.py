@@ -6,10 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
-from market_analyst import data, facts, tools, writers
+from market_analyst import data, facts, recommend, tools, writers
 from market_analyst.demo_model import DemoModel
+from market_analyst.prompts import ROUTER_SYSTEM, ROUTES
+from market_analyst.report import AnalystReport, KeyFigure, md_inline, unsupported_figures
+from market_analyst.tickers import tickers_in
 
-from agentloops import ReActLoop, ToolRegistry
+from agentloops import ReActLoop, Router, ToolRegistry
 from agentloops.testing import ScriptedModel, use_tools
 
 pytestmark = pytest.mark.usefixtures("instant_analyst_tools")
@@ -107,11 +110,36 @@ def test_simulated_latency_can_be_scaled() -> None:
         ("How is Apple doing today?", writers.FLASH, ["AAPL"]),
         ("Compare AMD and INTC", writers.DEEP, ["AMD", "INTC"]),
         ("Quick snapshot of XYZ", writers.FLASH, ["XYZ"]),
+        ("Tell me about NVDA", writers.DEEP, ["NVDA"]),
+        ("what about msft and nvidia?", writers.DEEP, ["MSFT", "NVDA"]),
     ],
 )
-def test_demo_router_reads_the_request(task: str, route: str, tickers: list[str]) -> None:
-    assert writers.route(task)["route"] == route
+def test_demo_router_follows_the_routing_rule(task: str, route: str, tickers: list[str]) -> None:
+    decision = Router(DemoModel(), ROUTES, default=writers.DEEP, system=ROUTER_SYSTEM).route(task)
+    assert decision.route == route and not decision.fallback
     assert writers.tickers_in(task) == tickers
+
+
+def test_demo_router_reads_the_unclear_rule_from_its_prompt_not_from_its_code() -> None:
+    plain = {name: text.split(", and any request")[0] for name, text in ROUTES.items()}
+    assert all("unclear" not in text for text in plain.values())
+    router = Router(DemoModel(), plain, default=writers.DEEP)  # the library's own prompt
+    assert router.route("Tell me about NVDA").route == writers.FLASH  # no rule given
+
+
+@pytest.mark.parametrize(
+    ("text", "tickers"),
+    [
+        ("nvda", ["NVDA"]),
+        ("Compare Msft with googl", ["MSFT", "GOOGL"]),
+        ("[link=http://x]NVDA[/link]", ["NVDA"]),
+        ("A CEO said EPS rose", []),
+        ("AAPL AMD INTC NVDA", ["AAPL", "AMD", "INTC"]),
+        ("   ", []),
+    ],
+)
+def test_tickers_in(text: str, tickers: list[str]) -> None:
+    assert tickers_in(text) == tickers
 
 
 def test_demo_executor_runs_real_tools_and_reports_only_their_figures() -> None:
@@ -131,9 +159,79 @@ def test_demo_executor_runs_real_tools_and_reports_only_their_figures() -> None:
 def test_demo_verdict_catches_invented_figures_and_unknown_tickers() -> None:
     evidence = json.dumps(data.snapshot("NVDA"))
     good = writers.flash_briefing("Quick snapshot of NVDA", evidence)
-    assert writers.verdict(good, evidence)["verdict"] == "pass"
-    assert writers.verdict(good + " Target price 250.", evidence)["verdict"] == "fail"
+    assert recommend.verdict(good, evidence)["verdict"] == "pass"
+    assert recommend.verdict(good + " Target price 250.", evidence)["verdict"] == "fail"
     missing = "'get_stock_snapshot' failed: UnknownTicker: unknown ticker 'XYZ'; known ..."
     briefing = writers.flash_briefing("Quick snapshot of XYZ", missing)
     assert facts.numbers(briefing) == set()
-    assert writers.verdict(briefing, missing)["verdict"] == "needs_human"
+    assert recommend.verdict(briefing, missing)["verdict"] == "needs_human"
+
+
+def test_demo_verdict_checks_each_key_figure_against_the_output_it_cites() -> None:
+    evidence = f"[E1] snapshot -> {json.dumps(data.snapshot('NVDA'))}\n[E2] news -> {{}}"
+    row = "| NVDA last close | 157.99 USD | E1 (get_stock_snapshot NVDA) |"
+    assert recommend.verdict(row, evidence)["verdict"] == "pass"
+    wrong = row.replace("E1 (", "E2 (")  # the same figure, cited to an output without it
+    assert recommend.verdict(wrong, evidence)["verdict"] == "fail"
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("157.99", "157.99"),
+        ("-5.2%", "-5.2%"),
+        ("<script>alert(1)</script>", "&lt;script&gt;alert(1)&lt;/script&gt;"),
+        ("a\n# Forged", "a # Forged"),
+        ("# Forged", "\\# Forged"),
+        ("1. item", "1\\. item"),
+        ("- item", "\\- item"),
+        ("[x](http://e)", "\\[x\\](http://e)"),
+        ("a | b *c* `d` _e_", "a \\| b \\*c\\* \\`d\\` \\_e\\_"),
+    ],
+)
+def test_md_inline_shows_text_as_written(text: str, shown: str) -> None:
+    assert md_inline(text) == shown
+
+
+def _figure(value: str, source: str) -> KeyFigure:
+    return KeyFigure(label="price", value=value, unit="USD", source=source)
+
+
+@pytest.mark.parametrize(
+    ("figure", "problem"),
+    [
+        (_figure("157.99", "E1"), None),
+        (_figure("157.99", "e1"), None),
+        (_figure("158", "E1"), "is not in E1"),
+        (_figure("157.99", "E9"), "no tool output of this run"),
+        (_figure("157.99", "E2"), "a tool call that failed"),
+        (_figure("high", "E1"), "holds no figure"),
+    ],
+)
+def test_unsupported_figures(figure: KeyFigure, problem: str | None) -> None:
+    snapshot = json.dumps(data.snapshot("NVDA"))
+    evidence = [
+        {"name": "get_stock_snapshot", "args": {}, "is_error": False, "content": snapshot},
+        {"name": "search_news", "args": {}, "is_error": True, "content": "unknown ticker"},
+    ]
+    report = AnalystReport(
+        title="t",
+        tickers=["NVDA"],
+        recommendation="hold",
+        confidence="low",
+        thesis="",
+        risks=[],
+        key_figures=[figure],
+    )
+    problems = unsupported_figures(report, evidence)
+    if problem is None:
+        assert problems == []
+    else:
+        assert len(problems) == 1 and problem in problems[0]
+
+
+def test_demo_replanner_drops_steps_only_when_no_ticker_is_known() -> None:
+    failed = "Findings so far:\nStep 1 (x): - Data problem: the tools do not know 'XYZ'\n"
+    mixed = failed + "- NVDA last closed at 157.99 USD.\n"
+    assert recommend.revision(failed + "Remaining steps:\n2. y")["revise"] is True
+    assert recommend.revision(mixed + "Remaining steps:\n2. y")["revise"] is False

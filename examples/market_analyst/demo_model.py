@@ -17,7 +17,8 @@ from typing import Any
 
 from agentloops import Message, ModelRequest, ModelResponse, Usage
 from agentloops.testing import FunctionModel, respond, respond_structured, use_tools
-from market_analyst import writers
+from market_analyst import recommend, writers
+from market_analyst.roles import role_of
 
 MODEL_NAME = "offline-demo (deterministic stand-in)"
 BANNER = (
@@ -30,29 +31,10 @@ BANNER = (
 )
 
 
-_ROLE_LINE = re.compile(r"you are the (\w+) of (?:an? )?([\w-]+)", re.I)
-_ROLES = {"router", "planner", "solver", "executor", "reporter", "replanner", "evaluator"}
-_SCHEMAS = {"RouteChoice": "router", "ReWOOPlan": "rewoo_planner", "Plan": "planner"}
-
-
-def role_of(request: ModelRequest) -> str:
-    """Which part of the system sent this request.
-
-    Every agentloops component starts its system prompt with a stable first line
-    ("You are the planner of a ReWOO agent."); structured requests also carry their
-    schema's name. Anything else with tools is treated as a ReAct agent.
-    """
-    first = request.system.strip().splitlines()[0] if request.system.strip() else ""
-    match = _ROLE_LINE.search(first)
-    if match:
-        role, system = match.group(1).lower(), match.group(2).lower()
-        if (role, system) == ("planner", "rewoo"):
-            return "rewoo_planner"
-        if role in _ROLES:
-            return role
-    if request.output is not None:
-        return _SCHEMAS.get(request.output.name, "structured:" + request.output.name)
-    return "agent" if request.tools else "writer"
+_UNCLEAR = (
+    re.compile(r"when the request is unclear, choose (\w+)", re.I),
+    re.compile(r"^- (\w+):[^\n]*\bunclear\b", re.M | re.I),
+)
 
 
 def _message_text(request: ModelRequest) -> str:
@@ -73,20 +55,37 @@ def _first_user_text(request: ModelRequest) -> str:
 
 
 def task_of(request: ModelRequest) -> str:
-    """The user's request inside a component's prompt: a <task> block or a "Task:" line,
-    else the first user message."""
+    """The user's request inside a component's prompt: a <task> block or a "Task:" line
+    (even a blank one: nothing is read into it), else the first user message."""
     text = _first_user_text(request)
-    return _labelled(text, "task") or text
+    task = _labelled(text, "task")
+    return text if task is None else task
 
 
-def _labelled(text: str, label: str) -> str:
+def _labelled(text: str, label: str) -> str | None:
     """The inside of `<label>...</label>`, or the text after a line-leading `Label:` up to
-    the next blank line; "" when neither is there."""
+    the next blank line; None when neither is there."""
     tagged = re.search(rf"<{label}>\s*(.*?)\s*</{label}>", text, re.S | re.I)
     if tagged:
         return tagged.group(1)
     line = re.search(rf"^{label}:[ \t]*(.*?)(?:\n\s*\n|\Z)", text, re.S | re.I | re.M)
-    return line.group(1).strip() if line else ""
+    return line.group(1).strip() if line else None
+
+
+def _memory(request: ModelRequest) -> str:
+    """The investor profile and last-report blocks, wherever the prompt carries them."""
+    text = f"{request.system}\n{_first_user_text(request)}"
+    blocks = (_labelled(text, label) for label in ("investor_profile", "last_report"))
+    return "\n".join(b for b in blocks if b)
+
+
+def _unclear_route(request: ModelRequest) -> str:
+    """The route the router's prompt names for unclear requests (else the flash route)."""
+    for pattern in _UNCLEAR:
+        found = pattern.search(request.system) or pattern.search(_first_user_text(request))
+        if found:
+            return found.group(1)
+    return writers.FLASH
 
 
 def answer(request: ModelRequest) -> ModelResponse:
@@ -94,17 +93,20 @@ def answer(request: ModelRequest) -> ModelResponse:
     role = role_of(request)
     task = task_of(request)
     if role == "router":
-        return respond_structured(writers.route(task))
+        return respond_structured(writers.route(task, unclear=_unclear_route(request)))
     if role == "rewoo_planner":
-        return respond_structured(writers.rewoo_plan(task))
+        return respond_structured(writers.rewoo_plan(task, _memory(request)))
     if role == "planner":
-        return respond_structured(writers.deep_plan(task))
+        return respond_structured(writers.deep_plan(task, _memory(request)))
     if role == "replanner":
-        return respond_structured({"revise": False, "steps": []})
+        return respond_structured(recommend.revision(_first_user_text(request)))
+    if role == "writer":
+        text = _first_user_text(request)
+        return respond_structured(recommend.report(task, text, _memory(request)))
     if role == "evaluator":
         text = _first_user_text(request)
-        verdict = writers.verdict(_labelled(text, "draft"), _labelled(text, "evidence"))
-        return respond_structured(verdict)
+        draft, evidence = _labelled(text, "draft") or "", _labelled(text, "evidence") or ""
+        return respond_structured(recommend.verdict(draft, evidence))
     if role == "executor":  # one Plan-and-Execute step: its look-ups at once, then findings
         if not request.messages[-1].tool_results:
             step = _labelled(_first_user_text(request), r"your step[^:\n]*") or task

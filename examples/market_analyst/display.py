@@ -3,6 +3,9 @@
 `RunView` is an event sink. Tool calls print as they start and finish, stamped with
 seconds since the run began, so calls that overlap (the ReWOO worker's parallel steps,
 the parallel calls of one ReAct turn) are visible as overlapping times.
+
+Requests, tickers, tool outputs and model text are data, never rich markup: they go on
+screen as `Text`, so "[link=...]" or "[/]" in them shows as typed and cannot break a run.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from typing import Any
 from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 
 from agentloops import (
     Event,
@@ -31,6 +35,11 @@ def _args(args: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v!r}" for k, v in args.items())
 
 
+def line(*parts: str | tuple[str, str]) -> Text:
+    """A line from plain strings (shown as written) and (text, style) pairs."""
+    return Text.assemble(*parts)
+
+
 class RunView:
     """Prints events as they arrive (rich's console print is thread-safe)."""
 
@@ -39,43 +48,44 @@ class RunView:
         self.started = time.perf_counter()
         self._ran: set[str] = set()  # ReWOO steps whose tool call was shown
 
-    def _t(self, event: Event) -> str:
-        return f"[dim]{event.at - self.started:6.2f}s[/]"
-
     def __call__(self, event: Event) -> None:
-        t = self._t(event)
+        t = (f"{event.at - self.started:6.2f}s ", "dim")
         # A ReWOO step is one planned tool call: its call id is the step id (#E1).
         call_id = getattr(event, "call_id", "")
         step = f"{call_id} " if event.loop == "rewoo" and call_id else ""
+        show = self.console.print
         if isinstance(event, ModelCallFinished):
             u = event.usage
-            self.console.print(
-                f"{t} [magenta]◆[/] model call ({event.loop}) {event.seconds:.2f}s, "
-                f"{u.total_input_tokens:,} in / {u.output_tokens:,} out"
+            show(
+                line(
+                    t,
+                    ("◆", "magenta"),
+                    f" model call ({event.loop}) {event.seconds:.2f}s, "
+                    f"{u.total_input_tokens:,} in / {u.output_tokens:,} out",
+                )
             )
         elif isinstance(event, ToolCallStarted):
-            self.console.print(f"{t}   [cyan]▶[/] {step}{event.name}({_args(event.args)})")
+            show(line(t, ("  ▶ ", "cyan"), f"{step}{event.name}({_args(event.args)})"))
         elif isinstance(event, ToolCallFinished):
             self._ran.add(event.call_id)
             o = event.outcome
             if o.is_error:
-                self.console.print(
-                    f"{t}   [red]✘[/] {step}{event.name} after {o.seconds:.2f}s: {o.content[:160]}"
-                )
+                text = f"{step}{event.name} after {o.seconds:.2f}s: {o.content[:160]}"
+                show(line(t, ("  ✘ ", "red"), text))
             else:
-                self.console.print(f"{t}   [green]✔[/] {step}{event.name} in {o.seconds:.2f}s")
+                show(line(t, ("  ✔ ", "green"), f"{step}{event.name} in {o.seconds:.2f}s"))
         elif isinstance(event, StepStarted) and event.loop != "rewoo":
-            self.console.print(f"{t} [bold]step {event.step_id}[/]: {event.description}")
+            show(line(t, (f"step {event.step_id}", "bold"), f": {event.description}"))
         elif isinstance(event, StepFinished) and event.loop != "rewoo":
-            mark = "[green]✔ done[/]" if event.ok else "[red]✘ incomplete[/]"
-            self.console.print(f"{t}   step {event.step_id} {mark} in {event.seconds:.2f}s")
+            mark = ("✔ done", "green") if event.ok else ("✘ incomplete", "red")
+            show(line(t, f"  step {event.step_id} ", mark, f" in {event.seconds:.2f}s"))
         elif isinstance(event, StepFinished) and event.step_id not in self._ran:
-            self.console.print(f"{t}   [yellow]-[/] {event.step_id} not run: {event.summary[:160]}")
+            show(line(t, ("  - ", "yellow"), f"{event.step_id} not run: {event.summary[:160]}"))
         elif isinstance(event, PlanMade):
-            self.console.print(plan_table(event.plan))
+            show(plan_table(event.plan))
         elif isinstance(event, Replanned):
-            problems = "; ".join(event.problems)
-            self.console.print(f"[yellow]re-planning (attempt {event.attempt})[/]: {problems}")
+            what = "; ".join(event.problems) or "(no reason given)"
+            show(line((f"re-planning (revision {event.attempt})", "yellow"), f": {what}"))
 
 
 def plan_table(plan: Any) -> Table:
@@ -86,15 +96,14 @@ def plan_table(plan: Any) -> Table:
         for column in ("step", "tool", "arguments", "waits for"):
             table.add_column(column)
         for s in steps:
-            table.add_row(
-                s.step_id, s.tool_name, _args(s.tool_args), ", ".join(s.depends_on) or "-"
-            )
+            cells = (s.step_id, s.tool_name, _args(s.tool_args), ", ".join(s.depends_on) or "-")
+            table.add_row(*map(Text, cells))
         return table
     table = Table(title="Plan-and-Execute plan", title_justify="left")
     for column in ("#", "step", "tool hint"):
         table.add_column(column)
     for s in steps:
-        table.add_row(str(s.step_number), s.description, s.tool_hint or "-")
+        table.add_row(*map(Text, (str(s.step_number), s.description, s.tool_hint or "-")))
     return table
 
 
@@ -104,7 +113,7 @@ def usage_table(usage: Usage, calls_by_role: dict[str, int]) -> Table:
     table = Table(
         title="Model usage",
         title_justify="left",
-        caption=f"by role: {roles}",
+        caption=Text(f"by role: {roles}"),
         caption_justify="left",
     )
     for column in ("uncached input", "cache read", "cache write", "output", "model calls"):
@@ -121,5 +130,6 @@ def usage_table(usage: Usage, calls_by_role: dict[str, int]) -> Table:
 
 def verdict_panel(verdict: str, reasons: list[str]) -> Panel:
     style = {"pass": "green", "fail": "red"}.get(verdict, "yellow")
-    body = "\n".join(f"• {r}" for r in reasons) or "(no reasons given)"
-    return Panel(body, title=f"Evaluator (fresh context): [bold]{verdict}[/]", border_style=style)
+    body = Text("\n".join(f"• {r}" for r in reasons) or "(no reasons given)")
+    title = line("Evaluator (fresh context): ", (verdict, "bold"))
+    return Panel(body, title=title, border_style=style)

@@ -1,19 +1,28 @@
-"""Where runs wait for a human: one saved record per run, and publishing exactly once.
+"""Where runs wait for a person: one record per run, and each decision taken exactly once.
 
-Records live in a `SQLiteCheckpointer` file under the state directory, so a run paused
-in one process is approved or rejected from another. A record moves
-running -> pending -> published | rejected; a run that stopped on an error stays
-"running" with the error noted, and `--resume` continues it.
+Records live in `analyst.db` under the state directory (a `SQLiteCheckpointer`), beside
+the profile, the decisions and the report archive; the loops' own checkpoints are in
+`loops.db`. A record moves running -> pending -> published | rejected; a run that
+stopped on an error stays "running" with the error noted, and `--resume` continues it.
+A decision is claimed in one SQLite transaction (the first one wins, in any process),
+then applied; applying is idempotent, so a crash between the two is repaired by the
+next attempt.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import os
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from agentloops import SQLiteCheckpointer
+from market_analyst.archive import ArchivedReport, ReportArchive, SQLiteArchive
 from market_analyst.data import NOTICE
+from market_analyst.db import transaction
+from market_analyst.memory import ProfileStore
+from market_analyst.report import md_inline
 
 RUNNING, PENDING, PUBLISHED, REJECTED = "running", "pending", "published", "rejected"
 
@@ -27,22 +36,54 @@ class UnknownRun(LookupError):
         super().__init__(f"no run with id {run_id!r}. Runs waiting for a decision: {listed}")
 
 
+class NoDraftYet(ValueError):
+    """A decision on a run that has not reached its draft."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Decision:
+    """Who decided what, how, and when; `edited` is the person's Markdown, if any."""
+
+    approved: bool
+    by: str
+    via: str
+    """How the decision was given: "prompt", "--approve", "--yes", "$EDITOR", ..."""
+    at: str
+    edited: str | None = None
+
+
 class RunStore:
-    """Run records (`approvals.db`) and the loops' own checkpoints (`loops.db`).
+    """Run records, decisions, the profile and the archive (`analyst.db`), and the loops'
+    checkpoints (`loops.db`).
 
     Args:
         state_dir: the directory for both files (created if missing).
-        reports_dir: where approved reports are written as `RUN_ID.md`.
+        reports_dir: where approved reports are also written, as `RUN_ID.md`.
     """
 
     def __init__(self, state_dir: Path, reports_dir: Path):
         state_dir.mkdir(parents=True, exist_ok=True)
         self.state_dir, self.reports_dir = state_dir, reports_dir
-        self.records = SQLiteCheckpointer(state_dir / "approvals.db")
+        self.db_path = state_dir / "analyst.db"
+        self.records = SQLiteCheckpointer(self.db_path)
         self.loops = SQLiteCheckpointer(state_dir / "loops.db")
+        self.profile = ProfileStore(self.db_path)
+        self.archive: ReportArchive = SQLiteArchive(self.db_path)
+        with transaction(self.db_path, write=True) as db:
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS decisions (run_id TEXT PRIMARY KEY,"
+                " approved INTEGER NOT NULL, by TEXT NOT NULL, via TEXT NOT NULL,"
+                " at TEXT NOT NULL, edited TEXT)"
+            )
 
-    def create(self, run_id: str, request: str) -> dict[str, Any]:
-        record = {"run_id": run_id, "request": request, "status": RUNNING, "created": _now()}
+    def create(self, run_id: str, request: str, **fields: Any) -> dict[str, Any]:
+        record = {
+            "run_id": run_id,
+            "request": request,
+            "status": RUNNING,
+            "created": now(),
+            **fields,
+        }
         self.records.save(run_id, record)
         return record
 
@@ -74,47 +115,94 @@ class RunStore:
                 out.append(run_id)
         return out
 
-    def decide(self, run_id: str, approve: bool) -> tuple[dict[str, Any], bool]:
-        """Approve (publish) or reject a pending run; `(record, changed)`.
+    def decide(
+        self,
+        run_id: str,
+        approve: bool,
+        *,
+        by: str,
+        via: str,
+        edited: str | None = None,
+    ) -> tuple[dict[str, Any], bool]:
+        """Approve (publish, with the person's edit if given) or reject a pending run.
 
-        A run already decided is returned unchanged (`changed=False`): a second approval
-        never publishes twice. The report file is created exclusively, so two processes
-        approving at once still write it once.
+        Returns `(record, changed)`. The first decision on a run wins: a later one
+        (from any process) changes nothing and gets `changed=False` with the record as
+        the first decision left it. Publishing archives the report and writes
+        `reports_dir/RUN_ID.md`, each exactly once.
+
+        Raises:
+            NoDraftYet: the run has not reached its draft.
         """
         record = self.get(run_id)
-        if record["status"] in (PUBLISHED, REJECTED):
-            return record, False
-        if record["status"] != PENDING:
-            raise ValueError(f"run {run_id} has no draft to decide on yet; resume it first")
-        if not approve:
-            return self.update(run_id, status=REJECTED, decided=_now()), True
+        if record["status"] == RUNNING:
+            raise NoDraftYet(f"run {run_id} has no draft to decide on yet; resume it first")
+        wanted = Decision(approved=approve, by=by, via=via, at=now(), edited=edited)
+        with transaction(self.db_path, write=True) as db:
+            changed = db.execute(
+                "INSERT OR IGNORE INTO decisions (run_id, approved, by, via, at, edited)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (run_id, int(approve), by, via, wanted.at, edited),
+            ).rowcount
+            approved, *rest = db.execute(
+                "SELECT approved, by, via, at, edited FROM decisions WHERE run_id = ?",
+                (run_id,),
+            ).fetchone()
+        decision = Decision(
+            approved=bool(approved), by=rest[0], via=rest[1], at=rest[2], edited=rest[3]
+        )
+        return self._apply(record, decision), bool(changed)
+
+    def _apply(self, record: dict[str, Any], decision: Decision) -> dict[str, Any]:
+        run_id = record["run_id"]
+        if not decision.approved:
+            return self.update(run_id, status=REJECTED, decision=asdict(decision))
+        markdown = render_report(record, decision)
+        draft = record.get("draft_record") or {}
+        self.archive.add(
+            ArchivedReport(
+                run_id=run_id,
+                published=decision.at,
+                request=record["request"],
+                title=draft.get("title", f"Report {run_id}"),
+                tickers=tuple(draft.get("tickers", [])),
+                recommendation=draft.get("recommendation", "?"),
+                decided_by=decision.by,
+                markdown=markdown,
+            )
+        )
         path = self.reports_dir / f"{run_id}.md"
-        self.reports_dir.mkdir(parents=True, exist_ok=True)
-        try:
-            with path.open("x", encoding="utf-8") as report:
-                report.write(render_report(record))
-            changed = True
-        except FileExistsError:  # another process published it first
-            changed = False
-        return self.update(run_id, status=PUBLISHED, report=str(path), decided=_now()), changed
+        if not path.exists():  # written whole, then moved into place: never half a file
+            self.reports_dir.mkdir(parents=True, exist_ok=True)
+            partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            partial.write_text(markdown, encoding="utf-8")
+            os.replace(partial, path)
+        return self.update(
+            run_id, status=PUBLISHED, report_path=str(path), decision=asdict(decision)
+        )
 
 
-def render_report(record: dict[str, Any]) -> str:
-    """The published Markdown: the draft, with where it came from and who checked it."""
+def render_report(record: dict[str, Any], decision: Decision) -> str:
+    """The published Markdown: the draft (or the person's edit), with where it came from
+    and who checked it. The request and other model or user text are escaped, so HTML
+    or a forged heading in them is shown as text."""
     verdict = record.get("verdict", {})
-    reasons = "\n".join(f"- {r}" for r in verdict.get("reasons", [])) or "- (none given)"
+    reasons = "\n".join(f"- {md_inline(r)}" for r in verdict.get("reasons", []))
+    edited = "; edited by the approver before publishing" if decision.edited else ""
+    body = decision.edited if decision.edited is not None else record.get("draft", "")
     return (
         f"# Market analyst report {record['run_id']}\n\n"
         f"> {NOTICE}\n\n"
-        f"- Request: {record['request']}\n"
-        f"- Route: {record.get('route', '?')} ({record.get('route_reasoning', '')})\n"
-        f"- Model: {record.get('model', '?')}\n"
+        f"- Request: {md_inline(record['request'])}\n"
+        f"- Route: {record.get('route', '?')} ({md_inline(record.get('route_reasoning', ''))})\n"
+        f"- Model: {md_inline(record.get('model', '?'))}\n"
         f"- Evaluator verdict: **{verdict.get('verdict', '?')}**\n"
-        f"- Approved by a person: {_now()}\n\n"
-        f"{record.get('draft', '').strip()}\n\n"
-        f"## Evaluator's reasons\n\n{reasons}\n"
+        f"- Approved by {md_inline(decision.by)} ({md_inline(decision.via)}) at "
+        f"{decision.at}{edited}\n\n"
+        f"{body.strip()}\n\n"
+        f"## Evaluator's reasons\n\n{reasons or '- (none given)'}\n"
     )
 
 
-def _now() -> str:
+def now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")

@@ -1,16 +1,16 @@
-"""The Market Analyst graph: route, research, evaluate, then wait for a person.
+"""The Market Analyst graph: route, research, write, evaluate, then wait for a person.
 
-A `Router` sends quick looks to a ReWOO flash briefing and analysis to Plan-and-Execute
-deep research. Either way the draft goes to an `Evaluator` that sees only the request,
-the draft and the tool outputs, and the run is saved as pending. Every stage's result
-is saved before the next begins, so a run that fails part-way continues where it
-stopped (Plan-and-Execute also resumes mid-research from its own checkpoints).
+A `Router` sends clear quick looks to a ReWOO flash briefing, and analysis or unclear
+requests to Plan-and-Execute deep research (with re-planning). A writer fills the
+structured `AnalystReport` from the research notes and tool outputs; a code check and a
+fresh-context `Evaluator` check its figures against those outputs; the run is saved as
+pending. Every stage's result is saved before the next begins, so a run that fails
+part-way continues where it stopped.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -26,87 +26,70 @@ from agentloops import (
     PlanAndExecute,
     ReWOOPipeline,
     Router,
-    StepFinished,
-    ToolCallFinished,
-    ToolCallStarted,
-    ToolOutcome,
     Usage,
+    ask_structured,
 )
-from market_analyst.demo_model import role_of
+from agentloops.plan_execute import PLANNER_SYSTEM, REPORTER_SYSTEM
+from agentloops.rewoo import PLANNER_SYSTEM as REWOO_PLANNER_SYSTEM
+from market_analyst.archive import ArchivedReport
+from market_analyst.evidence import StepEvidence, item
+from market_analyst.prompts import (
+    CRITERIA,
+    DEEP,
+    FLASH,
+    ROUTER_SYSTEM,
+    ROUTES,
+    WRITER_SYSTEM,
+    memory_block,
+    writer_prompt,
+)
+from market_analyst.report import (
+    AnalystReport,
+    evidence_lines,
+    source_names,
+    to_markdown,
+    unsupported_figures,
+)
+from market_analyst.roles import role_of
 from market_analyst.store import PENDING, RunStore
+from market_analyst.tickers import tickers_in
 from market_analyst.tools import RESEARCH_TOOLS
-from market_analyst.writers import DEEP, FLASH
 
-ROUTES = {
-    FLASH: "A quick factual look at one to three tickers (price, recent moves, headlines): "
-    "a ReWOO flash briefing plans every look-up up front and runs them in parallel.",
-    DEEP: "Analysis (an investment thesis, strategic risks, a comparison): Plan-and-Execute "
-    "deep research, where each step sees its own tool results before the next.",
-}
-CRITERIA = (
-    "Every figure in the draft must appear in the evidence (the tool outputs); a figure "
-    "found in no tool output is invented: vote fail. If a tool reported an unknown ticker "
-    "or other missing data, the draft cannot be fully checked: vote needs_human. Vote pass "
-    "only when the draft answers the request from the evidence."
-)
+MODES = {"flash": FLASH, "deep": DEEP}
+"""`--mode` values and the route each one forces ("auto" asks the router)."""
 
 Notify = Callable[[str, dict[str, Any]], None]
 """Called after each stage ("route", "draft", "verdict") with the updated record."""
 
 
 class Meter:
-    """A `ModelClient` wrapper that totals usage and counts calls per role. Thread-safe."""
+    """Totals usage and counts model calls per role, over every client it wraps."""
 
-    def __init__(self, model: ModelClient):
-        self.model = model
+    def __init__(self) -> None:
         self.usage = Usage()
         self.calls: dict[str, int] = {}
         self._lock = threading.Lock()
 
-    def complete(self, request: ModelRequest) -> ModelResponse:
-        response = self.model.complete(request)
+    def wrap(self, model: ModelClient) -> ModelClient:
+        """`model`, with every call counted here. Thread-safe."""
+        return _Metered(model, self)
+
+    def add(self, request: ModelRequest, response: ModelResponse) -> None:
         role = role_of(request)
         with self._lock:
             self.usage = self.usage + response.usage
             self.calls[role] = self.calls.get(role, 0) + 1
+
+
+@dataclasses.dataclass
+class _Metered:
+    model: ModelClient
+    meter: Meter
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        response = self.model.complete(request)
+        self.meter.add(request, response)
         return response
-
-
-class _Evidence:
-    """Collects tool calls from events; saves them at each finished research step."""
-
-    def __init__(self, store: RunStore, run_id: str, earlier: list[dict[str, Any]]):
-        self.store, self.run_id = store, run_id
-        self.items = list(earlier)
-        self._args: dict[str, dict[str, Any]] = {}
-        self._lock = threading.Lock()
-
-    def __call__(self, event: Event) -> None:
-        if isinstance(event, ToolCallStarted):
-            with self._lock:
-                self._args[event.call_id] = event.args
-        elif isinstance(event, ToolCallFinished):
-            item = _item(event.name, self._args.get(event.call_id, {}), event.outcome)
-            with self._lock:
-                self.items.append(item)
-        elif isinstance(event, StepFinished) and event.loop == "plan_execute":
-            with self._lock:
-                items = list(self.items)
-            self.store.update(self.run_id, evidence=items)
-
-
-def _item(name: str, args: dict[str, Any], outcome: ToolOutcome) -> dict[str, Any]:
-    return {"name": name, "args": args, "is_error": outcome.is_error, "content": outcome.content}
-
-
-def evidence_texts(evidence: list[dict[str, Any]]) -> list[str]:
-    """One line per tool call, as the evaluator sees it."""
-    out = []
-    for e in evidence:
-        args = json.dumps(e["args"], sort_keys=True)
-        mark = "ERROR " if e["is_error"] else ""
-        out.append(f"{e['name']}({args}) -> {mark}{e['content']}")
-    return out
 
 
 def _tee(*sinks: EventSink | None) -> EventSink:
@@ -120,11 +103,13 @@ def _tee(*sinks: EventSink | None) -> EventSink:
 
 
 class Analyst:
-    """The whole graph over one model (each role may also get its own client).
+    """The whole graph. Roles without their own client use `model`.
 
     Args:
-        model: the `ModelClient` every role uses.
+        model: the router, solver, reporter, writer and evaluator.
         store: where records and loop checkpoints are saved.
+        planner: the ReWOO and Plan-and-Execute planner (and replanner).
+        executor: runs each Plan-and-Execute step.
         on_event: receives every loop event (the live view).
         notify: told after each stage, for display.
     """
@@ -134,19 +119,32 @@ class Analyst:
         model: ModelClient,
         store: RunStore,
         *,
+        planner: ModelClient | None = None,
+        executor: ModelClient | None = None,
         on_event: EventSink | None = None,
         notify: Notify | None = None,
     ):
-        self.model = model
-        self.store = store
+        self.model, self.store = model, store
+        self.planner, self.executor = planner or model, executor or model
         self.on_event = on_event
         self.notify = notify or (lambda stage, record: None)
 
-    def run(self, request: str, run_id: str, *, model_name: str = "") -> dict[str, Any]:
-        """Start a run and take it to the approval pause."""
-        self.store.create(run_id, request)
-        self.store.update(run_id, model=model_name)
+    def run(
+        self, request: str, run_id: str, *, mode: str = "auto", **fields: Any
+    ) -> dict[str, Any]:
+        """Start a run and take it to the approval pause. `fields` are saved on the record
+        (the CLI saves the model settings, so `--resume` continues on the same model)."""
+        if not request.strip():
+            raise ValueError("the request is empty")
+        if mode != "auto" and mode not in MODES:
+            raise ValueError(f"mode must be auto, flash or deep, got {mode!r}")
+        memory = memory_block(self.store.profile.get(), self._last_reports(request))
+        self.store.create(run_id, request, mode=mode, memory=memory, **fields)
         return self.proceed(run_id)
+
+    def _last_reports(self, request: str) -> list[ArchivedReport]:
+        found = (self.store.archive.latest_for(t) for t in tickers_in(request))
+        return list({r.run_id: r for r in found if r is not None}.values())
 
     def proceed(self, run_id: str) -> dict[str, Any]:
         """Do whatever stages this run still lacks; returns the pending record.
@@ -154,55 +152,81 @@ class Analyst:
         On an error the record keeps every finished stage, the usage spent and the error.
         """
         record = self.store.get(run_id)
-        meter = Meter(self.model)
+        meter = Meter()
         try:
             if "route" not in record:
-                decision = Router(meter, ROUTES, default=DEEP, on_event=self.on_event).route(
-                    record["request"]
-                )
-                record = self.store.update(
-                    run_id, route=decision.route, route_reasoning=decision.reasoning
-                )
+                record = self.store.update(run_id, **self._route(meter, record))
                 self.notify("route", record)
+            if "notes" not in record:
+                notes, evidence = self._research(meter, record)
+                record = self.store.update(run_id, notes=notes, evidence=evidence)
             if "draft" not in record:
-                draft, evidence = self._research(meter, record)
-                record = self.store.update(run_id, draft=draft, evidence=evidence)
+                record = self.store.update(run_id, **self._write(meter, record))
                 self.notify("draft", record)
             if "verdict" not in record:
-                verdict = Evaluator(meter, criteria=CRITERIA, on_event=self.on_event).evaluate(
-                    record["request"], record["draft"], evidence_texts(record["evidence"])
-                )
-                record = self.store.update(
-                    run_id,
-                    verdict={"verdict": verdict.verdict, "reasons": list(verdict.reasons)},
-                    status=PENDING,
-                    error=None,
-                )
+                verdict = self._evaluate(meter, record)
+                record = self.store.update(run_id, verdict=verdict, status=PENDING, error=None)
                 self.notify("verdict", record)
-        except Exception as exc:
+        except BaseException as exc:  # Ctrl-C too: the record says where the run stopped
             self.store.update(run_id, error=f"{type(exc).__name__}: {exc}")
             raise
         finally:
             self._add_usage(run_id, meter)
         return self.store.get(run_id)
 
+    def _route(self, meter: Meter, record: dict[str, Any]) -> dict[str, Any]:
+        mode = record.get("mode", "auto")
+        if mode in MODES:
+            why = f"Forced by --mode {mode}; the router was not asked."
+            return {"route": MODES[mode], "route_reasoning": why}
+        router = Router(
+            meter.wrap(self.model),
+            ROUTES,
+            default=DEEP,
+            system=ROUTER_SYSTEM,
+            on_event=self.on_event,
+        )
+        decision = router.route(record["request"])
+        return {"route": decision.route, "route_reasoning": decision.reasoning}
+
     def _research(self, meter: Meter, record: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
-        run_id = record["run_id"]
+        run_id, memory = record["run_id"], record.get("memory", "")
+        planner, main = meter.wrap(self.planner), meter.wrap(self.model)
         if record["route"] == FLASH:
-            flash = ReWOOPipeline(meter, RESEARCH_TOOLS, on_event=self.on_event)
+            flash = ReWOOPipeline(
+                planner,
+                RESEARCH_TOOLS,
+                solver=main,
+                planner_system=f"{REWOO_PLANNER_SYSTEM}\n{memory}",
+                on_event=self.on_event,
+            )
             result = flash.run(record["request"], run_id=run_id)
             result.raise_for_stop()
             steps = result.plan.steps if result.plan else []
-            return result.answer, [
-                _item(s.tool_name, s.tool_args, result.evidence[s.step_id])
+            evidence = [
+                item(s.tool_name, s.tool_args, result.evidence[s.step_id])
                 for s in steps
                 if s.step_id in result.evidence
             ]
-        # The tool outputs are the evaluator's evidence: collected from the events, and
-        # saved at each finished step (a resumed run does not repeat those calls).
-        collected = _Evidence(self.store, run_id, record.get("evidence", []))
-        sink = _tee(collected, self.on_event)
-        deep = PlanAndExecute(meter, RESEARCH_TOOLS, checkpointer=self.store.loops, on_event=sink)
+            return result.answer, evidence
+
+        # The tool outputs are the evidence: collected from the events, and saved at
+        # each finished step (a resumed run does not repeat those calls).
+        def save(items: list[dict[str, Any]]) -> None:
+            self.store.update(run_id, evidence=items)
+
+        collected = StepEvidence(record.get("evidence", []), save)
+        deep = PlanAndExecute(
+            planner,
+            RESEARCH_TOOLS,
+            executor=meter.wrap(self.executor),
+            reporter=main,
+            replan=True,
+            checkpointer=self.store.loops,
+            on_event=_tee(collected, self.on_event),
+            planner_system=f"{PLANNER_SYSTEM}\n{memory}",
+            reporter_system=f"{REPORTER_SYSTEM}\n{memory}",
+        )
         if record.get("research_started"):
             try:
                 resumed = deep.resume(run_id)
@@ -214,6 +238,42 @@ class Analyst:
         outcome = deep.run(record["request"], run_id=run_id)
         outcome.raise_for_stop()
         return outcome.answer, collected.items
+
+    def _write(self, meter: Meter, record: dict[str, Any]) -> dict[str, Any]:
+        """Fill the structured report, render it, and check its figures in code."""
+        evidence = record["evidence"]
+        prompt = writer_prompt(
+            record["request"], record["notes"], evidence_lines(evidence), record.get("memory", "")
+        )
+        reply = ask_structured(
+            meter.wrap(self.model),
+            AnalystReport,
+            prompt,
+            system=WRITER_SYSTEM,
+            on_event=self.on_event,
+            loop="writer",
+            run_id=record["run_id"],
+        )
+        report = reply.value
+        return {
+            "draft_record": report.model_dump(),
+            "draft": to_markdown(report, source_names(evidence)),
+            "figure_problems": unsupported_figures(report, evidence),
+        }
+
+    def _evaluate(self, meter: Meter, record: dict[str, Any]) -> dict[str, Any]:
+        """The evaluator's vote; a failed figure check makes it a fail whatever the vote
+        (a gate must not fail open)."""
+        evidence: dict[str, str] = evidence_lines(record["evidence"])
+        if record.get("memory"):
+            evidence["memory"] = record["memory"]
+        evaluator = Evaluator(meter.wrap(self.model), criteria=CRITERIA, on_event=self.on_event)
+        verdict = evaluator.evaluate(record["request"], record["draft"], evidence)
+        problems = record.get("figure_problems", [])
+        if problems:
+            reasons = [f"figure check: {p}" for p in problems] + list(verdict.reasons)
+            return {"verdict": "fail", "reasons": reasons}
+        return {"verdict": verdict.verdict, "reasons": list(verdict.reasons)}
 
     def _add_usage(self, run_id: str, meter: Meter) -> None:
         """Add this process's spend to the record's, so a resumed run reports its total."""

@@ -1,8 +1,10 @@
-"""What the offline demo model answers in each role, computed from the text it is sent.
+"""What the offline demo model answers in the research roles, computed from the text it
+is sent.
 
-Plain functions from request text to an answer: routes and plans from the user's
-words, briefings and reports from the tool outputs in the prompt, verdicts by checking
-the draft's figures against the evidence. Nothing here knows a market figure by itself.
+Plain functions from request text to an answer: routes and plans from the user's words
+(and the investor's horizon), briefings and reports from the tool outputs in the prompt.
+Nothing here knows a market figure by itself. The structured report and the verdict are
+in `recommend`.
 """
 
 from __future__ import annotations
@@ -11,31 +13,14 @@ import re
 from typing import Any
 
 from market_analyst import data
-from market_analyst.facts import (
-    NUMBER,
-    describe,
-    json_objects,
-    unknown_tickers,
-    unsupported_numbers,
-)
+from market_analyst.facts import describe, json_objects, unknown_tickers
+from market_analyst.prompts import DEEP, FLASH
+from market_analyst.tickers import tickers_in
 
-FLASH, DEEP = "flash_briefing", "deep_research"
+__all__ = ["DEEP", "FLASH", "tickers_in"]  # re-exported for the loop comparison
+
 _FLASH_WORDS = ("snapshot", "quick", "quote", "price", "brief", "how is", "today")
 _DEEP_WORDS = ("thesis", "risk", "analy", "deep", "research", "outlook", "invest", "compare")
-_NOT_TICKERS = {"A", "I", "AI", "CEO", "CFO", "EPS", "ETF", "FY", "IPO", "JSON", "PE", "USD", "US"}
-_NAMES = {
-    "nvidia": "NVDA",
-    "amd": "AMD",
-    "intel": "INTC",
-    "microsoft": "MSFT",
-    "apple": "AAPL",
-    "alphabet": "GOOGL",
-    "google": "GOOGL",
-    "amazon": "AMZN",
-    "meta": "META",
-    "facebook": "META",
-    "oracle": "ORCL",
-}
 _STEP_TOOLS = (
     ("snapshot", "get_stock_snapshot"),
     ("price history", "get_price_history"),
@@ -44,49 +29,60 @@ _STEP_TOOLS = (
     ("news", "search_news"),
 )
 _DEEP_ONLY = {"get_financials", "search_competitors"}
+_HISTORY_DAYS = {"short": 30, "medium": 90, "long": 252}
+"""Days of price history a deep plan asks for, by the investor's horizon."""
 
 
-def tickers_in(task: str) -> list[str]:
-    """Tickers the user named: symbols (known or not, so a typo reaches the tools and
-    fails there) and known company names; at most three, in order."""
-    found: list[str] = []
-    for word in re.findall(r"[A-Za-z][A-Za-z.&-]*", task):
-        symbol = word.strip(".")
-        if symbol.isupper() and 1 <= len(symbol) <= 5 and symbol not in _NOT_TICKERS:
-            found.append(symbol)
-        elif word.lower().strip(".") in _NAMES:
-            found.append(_NAMES[word.lower().strip(".")])
-    return list(dict.fromkeys(found))[:3]
-
-
-def route(task: str) -> dict[str, str]:
-    """Deep research when the request asks for analysis, a flash briefing for a quick look."""
+def wants_analysis(task: str) -> list[str]:
+    """The words in `task` that ask for analysis (a thesis, risks, a comparison...)."""
     text = task.lower()
-    deep = [w for w in _DEEP_WORDS if w in text]
+    return [w for w in _DEEP_WORDS if w in text]
+
+
+def horizon_in(memory: str) -> str:
+    """The investor's horizon from a memory block ("medium" when none is given)."""
+    found = re.search(r"Horizon: (short|medium|long)", memory)
+    return found.group(1) if found else "medium"
+
+
+def route(task: str, *, unclear: str = FLASH) -> dict[str, str]:
+    """Deep research when the request asks for analysis, a flash briefing when it clearly
+    asks for a quick look, and the `unclear` route (the one the router's prompt names
+    for unclear requests) when it asks for neither."""
+    deep = wants_analysis(task)
     if deep:
         return {
             "route": DEEP,
             "reasoning": f"The request asks for analysis ({', '.join(deep)}): several steps "
             "that each need to see their tool results, so Plan-and-Execute.",
         }
+    text = task.lower()
     flash = [w for w in _FLASH_WORDS if w in text]
-    why = f"({', '.join(flash)})" if flash else "(no analysis asked for)"
+    if flash or unclear == FLASH:
+        why = f"({', '.join(flash)})" if flash else "(no analysis asked for)"
+        return {
+            "route": FLASH,
+            "reasoning": f"A quick factual look {why}: the look-ups are known up front and "
+            "independent, so ReWOO plans them once and runs them in parallel.",
+        }
     return {
-        "route": FLASH,
-        "reasoning": f"A quick factual look {why}: the look-ups are known up front and "
-        "independent, so ReWOO plans them once and runs them in parallel.",
+        "route": unclear,
+        "reasoning": "The request does not say whether it wants a quick look or analysis; "
+        f"unclear requests go to {unclear}.",
     }
 
 
-def rewoo_plan(task: str) -> dict[str, Any]:
+def rewoo_plan(task: str, memory: str = "") -> dict[str, Any]:
     """Every look-up the request needs, per ticker, none waiting for another: a snapshot,
-    a month of prices and the news, plus financials and competitors for an analysis."""
-    deep = route(task)["route"] == DEEP
+    a month of prices (a year for a long horizon) and the news, plus financials and
+    competitors for an analysis."""
+    deep = bool(wants_analysis(task))
+    days = 252 if horizon_in(memory) == "long" else 21
     steps: list[dict[str, Any]] = []
     for ticker in tickers_in(task) or ["(none named)"]:
         for name, what, args in (
             ("get_stock_snapshot", "Current snapshot", {}),
-            ("get_price_history", "Price history, last month,", {"days": 21}),
+            ("get_price_history", f"Price history, last {days} trading days,", {"days": days}),
             ("search_news", "Latest news", {"limit": 3}),
             ("get_financials", "Financials", {}),
             ("search_competitors", "Competitors", {}),
@@ -105,11 +101,16 @@ def rewoo_plan(task: str) -> dict[str, Any]:
     return {"steps": steps}
 
 
-def deep_plan(task: str) -> dict[str, Any]:
-    """Four research steps, each naming the look-ups it needs, for the companies named."""
+def deep_plan(task: str, memory: str = "") -> dict[str, Any]:
+    """Four research steps, each naming the look-ups it needs, for the companies named.
+    The price history's length follows the investor's horizon; a last report on these
+    tickers is named in the first step, so the findings can be compared with it."""
     who = " and ".join(tickers_in(task)) or "(none named)"
+    days = _HISTORY_DAYS[horizon_in(memory)]
+    last = re.search(r"published (\S+), recommended (\w+)", memory)
+    since = f" (the last report, {last.group(1)}, recommended {last.group(2)})" if last else ""
     steps = [
-        (f"Get the snapshot and 90-day price history of {who}", "get_stock_snapshot"),
+        (f"Get the snapshot and {days}-day price history of {who}{since}", "get_stock_snapshot"),
         (f"Review the financials of {who} over three fiscal years", "get_financials"),
         (f"Compare {who} with competitors", "search_competitors"),
         (f"Scan recent news on {who} for strategic risks", "search_news"),
@@ -129,7 +130,7 @@ def step_calls(step_text: str, task: str = "") -> list[tuple[str, dict[str, Any]
     text = step_text.lower()
     names = [name for word, name in _STEP_TOOLS if word in text]
     if not names:
-        deep = route(task or step_text)["route"] == DEEP
+        deep = bool(wants_analysis(task or step_text))
         names = [n for _, n in _STEP_TOOLS if deep or n not in _DEEP_ONLY]
     days = re.search(r"(\d+)-day", text)
     calls: list[tuple[str, dict[str, Any]]] = []
@@ -175,7 +176,7 @@ def deep_report(task: str, step_results: str) -> str:
     problems = [x for x in lines if x.startswith("Data problem:")]
     facts = [x for x in lines if x not in problems and not x.startswith(("Strength:", "Risk:"))]
     who = ", ".join(tickers_in(task)) or "the request"
-    deep = route(task)["route"] == DEEP
+    deep = bool(wants_analysis(task))
     title = f"Investment thesis and strategic risks: {who}" if deep else f"Research notes: {who}"
     lean = (
         "leans positive"
@@ -204,41 +205,6 @@ def deep_report(task: str, step_results: str) -> str:
 
 def draft(task: str, tool_outputs: str) -> str:
     """A whole draft from tool outputs, shaped by the route the request would take."""
-    if route(task)["route"] == FLASH:
+    if not wants_analysis(task):
         return flash_briefing(task, tool_outputs)
     return deep_report(task, "\n".join(f"- {x}" for x in findings(tool_outputs)))
-
-
-def verdict(draft: str, evidence: str) -> dict[str, Any]:
-    """Fail on figures the evidence does not hold; a human decides when data was missing."""
-    invented = unsupported_numbers(draft, evidence)
-    unknown = unknown_tickers(evidence)
-    if invented:
-        shown = ", ".join(invented[:6]) + (" ..." if len(invented) > 6 else "")
-        return {
-            "verdict": "fail",
-            "reasons": [f"the draft states figures found in no tool output: {shown}"],
-        }
-    if unknown:
-        return {
-            "verdict": "needs_human",
-            "reasons": [
-                f"a tool reported an unknown ticker: {', '.join(unknown)}; "
-                "the draft cannot be checked for it, so a person should decide"
-            ],
-        }
-    if not draft.strip():
-        return {
-            "verdict": "fail",
-            "reasons": ["the draft is empty: it does not answer the request"],
-        }
-    if not json_objects(evidence):
-        return {"verdict": "needs_human", "reasons": ["no tool output to check the draft against"]}
-    checked = len(set(NUMBER.findall(draft)))
-    return {
-        "verdict": "pass",
-        "reasons": [
-            f"all {checked} distinct figures in the draft appear in the tool outputs",
-            "no tool reported an error",
-        ],
-    }

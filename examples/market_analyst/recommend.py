@@ -1,0 +1,172 @@
+"""What the offline demo model answers in the judging roles: the replanner, the report
+writer and the evaluator, each by rules on the text it is sent.
+
+The writer's figures are copied from the tool outputs in its prompt and cite them by id;
+its recommendation weighs the strengths and risks those outputs show, and the investor's
+risk tolerance. The evaluator checks every figure in the draft, and each key figure
+against the tool output it cites.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from market_analyst.facts import (
+    NUMBER,
+    describe,
+    json_objects,
+    numbers,
+    unknown_tickers,
+    unsupported_numbers,
+)
+from market_analyst.tickers import tickers_in
+from market_analyst.writers import wants_analysis
+
+_EVIDENCE_LINE = re.compile(r"^\[(E\d+)\] (\w+)\((\{.*?\})\) -> (ERROR )?(.*)$", re.M)
+_FIGURE_ROW = re.compile(r"^\| (.+?) \| (.+?) \| (E\d+)\b.*\|$", re.M)
+
+
+def revision(prompt: str) -> dict[str, Any]:
+    """Keep the plan, unless the findings so far show the tools know none of the tickers:
+    then the remaining steps would fail the same way, so drop them."""
+    findings = prompt.split("Findings so far:", 1)[-1].split("Remaining steps:", 1)[0]
+    # Each finding is a "- " line; a step's first one follows its "Step N (...): " label.
+    found = re.findall(r"^(?:Step \d+ \(.*?\): )?- (.+)$", findings, re.M)
+    if found and all(f.startswith("Data problem:") for f in found):
+        return {
+            "revise": True,
+            "steps": [],
+            "reason": "the tools know none of the tickers named; the remaining steps would "
+            "fail the same way",
+        }
+    return {"revise": False, "steps": [], "reason": "the plan still fits the findings"}
+
+
+def _figures(source: str, obj: dict[str, Any]) -> list[dict[str, str]]:
+    """The key figures one tool output gives, each citing it."""
+    t = obj["ticker"]
+    rows: list[tuple[str, Any, str]] = []
+    if "market_cap_b" in obj and "price" in obj:
+        rows += [
+            (f"{t} last close", obj["price"], "USD"),
+            (f"{t} day change", obj["day_change_pct"], "%"),
+            (f"{t} market cap", obj["market_cap_b"], "billion USD"),
+        ]
+        if obj["pe_ratio"] is not None:
+            rows.append((f"{t} P/E", obj["pe_ratio"], ""))
+    elif "closes" in obj:
+        rows.append((f"{t} change over {obj['days']} trading days", obj["change_pct"], "%"))
+    elif "fiscal_years" in obj:
+        latest = obj["fiscal_years"][0]
+        rows += [
+            (f"{t} fiscal {latest['fiscal_year']} revenue", latest["revenue_b"], "billion USD"),
+            (f"{t} revenue growth", obj["revenue_growth_pct"], "%"),
+            (f"{t} operating margin", obj["operating_margin_pct"], "%"),
+        ]
+    return [{"label": a, "value": str(v), "unit": u, "source": source} for a, v, u in rows]
+
+
+def _recommend(strengths: int, risks: int, tolerance: str) -> tuple[str, str]:
+    """(recommendation, why) from the balance of strengths and risks."""
+    score = strengths - risks
+    if score >= 2 and risks and tolerance == "low":
+        return "hold", "the case leans positive, but risks remain for a low risk tolerance"
+    if score >= 2:
+        return "buy", "the strengths clearly outweigh the risks"
+    if score <= -2:
+        return "sell", "the risks clearly outweigh the strengths"
+    return "hold", "strengths and risks are about even"
+
+
+def report(task: str, prompt: str, memory: str) -> dict[str, Any]:
+    """The structured report for `task` from the writer's prompt (notes, evidence) and the
+    investor's memory block."""
+    figures, lines = [], []
+    for source, _name, _args, failed, content in _EVIDENCE_LINE.findall(prompt):
+        for obj in [] if failed else json_objects(content):
+            figures += _figures(source, obj)
+            lines += describe(obj)
+    lines = list(dict.fromkeys(lines))
+    strengths = [x.removeprefix("Strength: ") for x in lines if x.startswith("Strength:")]
+    risks = [x.removeprefix("Risk: ") for x in lines if x.startswith("Risk:")]
+    who = ", ".join(tickers_in(task)) or "the request"
+    missing = unknown_tickers(prompt)
+    tolerance = re.search(r"Risk tolerance: (\w+)", memory)
+    rec, why = _recommend(len(strengths), len(risks), tolerance.group(1) if tolerance else "")
+    if not figures:
+        rec, why = "hold", "the tools returned no data to judge by"
+    thesis = f"{who}: {why}." + "".join(f" {s.rstrip('.')}." for s in strengths)
+    held = re.search(r"Holdings: (.*?)\.(?: |$)", memory)
+    for ticker in tickers_in(task):
+        if held and re.search(rf"\b{ticker} \d", held.group(1)):
+            thesis += f" You already hold {ticker}."
+    if missing:
+        risks.append(f"The tools do not know {', '.join(missing)}: no figures for it.")
+    deep = bool(wants_analysis(task)) or any("fiscal" in f["label"] for f in figures)
+    last = re.search(r"published (\S+), recommended (\w+)", memory)
+    changed = ""
+    if last:
+        again = " again" if last.group(2) == rec else ""
+        changed = (
+            f"The last report ({last.group(1)}) recommended {last.group(2)}; "
+            f"this one recommends {rec}{again}."
+        )
+    confidence = "low" if missing or not figures else "high" if deep else "medium"
+    return {
+        "title": f"{'Investment thesis and strategic risks' if deep else 'Briefing'}: {who}",
+        "tickers": tickers_in(task),
+        "recommendation": rec,
+        "confidence": confidence,
+        "thesis": thesis,
+        "risks": risks,
+        "key_figures": figures,
+        "what_changed": changed,
+    }
+
+
+def verdict(draft: str, evidence: str) -> dict[str, Any]:
+    """Fail on figures the evidence does not hold (and key figures their cited output does
+    not hold); a human decides when data was missing."""
+    cited = {i: line for i, line in re.findall(r"^\[(E\d+)\] (.*)$", evidence, re.M)}
+    miscited = [
+        f"{label.strip()} = {value.strip()} (cites {source})"
+        for label, value, source in _FIGURE_ROW.findall(draft)
+        if not numbers(value) or not numbers(value) <= numbers(cited.get(source, ""))
+    ]
+    if miscited:
+        return {
+            "verdict": "fail",
+            "reasons": [f"key figures not in the tool output they cite: {'; '.join(miscited)}"],
+        }
+    invented = unsupported_numbers(draft, evidence)
+    unknown = unknown_tickers(evidence)
+    if invented:
+        shown = ", ".join(invented[:6]) + (" ..." if len(invented) > 6 else "")
+        return {
+            "verdict": "fail",
+            "reasons": [f"the draft states figures found in no tool output: {shown}"],
+        }
+    if unknown:
+        return {
+            "verdict": "needs_human",
+            "reasons": [
+                f"a tool reported an unknown ticker: {', '.join(unknown)}; "
+                "the draft cannot be checked for it, so a person should decide"
+            ],
+        }
+    if not draft.strip():
+        return {
+            "verdict": "fail",
+            "reasons": ["the draft is empty: it does not answer the request"],
+        }
+    if not json_objects(evidence):
+        return {"verdict": "needs_human", "reasons": ["no tool output to check the draft against"]}
+    checked = len(set(NUMBER.findall(draft)))
+    return {
+        "verdict": "pass",
+        "reasons": [
+            f"all {checked} distinct figures in the draft appear in the tool outputs",
+            "no tool reported an error",
+        ],
+    }

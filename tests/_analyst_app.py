@@ -1,0 +1,63 @@
+"""Shared by the Market Analyst tests: the CLI run in a temporary directory, offline.
+
+(On `sys.path` because pytest puts the tests folder there, as for `_dask_helpers`.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from market_analyst import cli
+from market_analyst.store import RunStore
+
+from agentloops import ModelClient
+
+
+class App:
+    """`app("Quick snapshot of NVDA", "--yes")` runs the CLI with tool latency off; the
+    state and reports go to the test's directory."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.store = RunStore(root / ".agentloops", root / "reports")
+
+    def __call__(
+        self, *argv: str, model: ModelClient | None = None, ask: Callable[[str], str] | None = None
+    ) -> int:
+        return cli.main([*argv, "--latency", "0"], model=model, ask=ask)
+
+    def only_run(self) -> dict[str, Any]:
+        [run_id] = self.store.records.list_runs()
+        return self.store.get(run_id)
+
+    def reports(self) -> list[Path]:
+        folder = self.root / "reports"
+        return sorted(folder.iterdir()) if folder.exists() else []
+
+
+def make_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> App:
+    monkeypatch.chdir(tmp_path)
+    for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "EDITOR", "VISUAL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("COLUMNS", "200")  # rich wraps at the terminal width
+    return App(tmp_path)
+
+
+def answers(*replies: str | BaseException) -> Callable[[str], str]:
+    """A prompt that answers with `replies` in order (an exception is raised), recording
+    each question in `.asked`."""
+    queue = list(replies)
+    asked: list[str] = []
+
+    def ask(question: str) -> str:
+        asked.append(question)
+        reply = queue.pop(0)
+        if isinstance(reply, BaseException):
+            raise reply
+        return reply
+
+    ask.asked = asked  # type: ignore[attr-defined]
+    return ask

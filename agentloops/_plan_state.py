@@ -255,3 +255,8 @@ def _step_text(react: ReActResult) -> str:
     if seen:
         parts.append("Last observations: " + " | ".join(seen)[:1000])
     return " ".join(parts)
+
+
+PlanExecuteResult.__module__ = (
+    "agentloops.plan_execute"  # pickled and stored results name the public module
+)

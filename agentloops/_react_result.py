@@ -88,3 +88,6 @@ class ReActResult:
             pending_approvals=pending,
             held_results=[ToolResult(**r) for r in state["held_results"]],
         )
+
+
+ReActResult.__module__ = "agentloops.react"  # pickled and stored results name the public module

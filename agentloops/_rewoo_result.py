@@ -49,3 +49,6 @@ class ReWOOResult:
     def raise_for_stop(self) -> None:
         """Raise the matching `RunError` (with this result) unless the run answered."""
         raise_for_stop(self)
+
+
+ReWOOResult.__module__ = "agentloops.rewoo"  # pickled and stored results name the public module

@@ -294,7 +294,7 @@ class ReActLoop:
     def _loop(self, run: _Run, observed: bool) -> Machine[ReActResult]:
         # One request serves every step: its `messages` is the live transcript.
         request = ModelRequest(
-            self.system, run.messages, self.tools.specs(), "auto", self.max_tokens
+            self.system, run.messages, tools=self.tools.specs(), max_tokens=self.max_tokens
         )
         totals = run.totals
         while True:
@@ -420,7 +420,13 @@ class ReActLoop:
             run.messages[-1] = Message("user", (*last.content, Text(_FINAL)))
         else:  # the limit came right after a paused (pause_turn) assistant turn
             run.messages.append(Message.user(_FINAL))
-        final = ModelRequest(self.system, run.messages, request.tools, "none", self.max_tokens)
+        final = ModelRequest(
+            self.system,
+            run.messages,
+            tools=request.tools,
+            tool_choice="none",
+            max_tokens=self.max_tokens,
+        )
         response = yield from call_model(self.model, final, run.totals, _LOOP, run.run_id)
         run.messages.append(response.message)
         if response.message.tool_calls:  # a server that ignores tool_choice="none"

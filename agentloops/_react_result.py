@@ -90,4 +90,5 @@ class ReActResult:
         )
 
 
-ReActResult.__module__ = "agentloops.react"  # pickled and stored results name the public module
+# Pickled and stored results name the public module.
+ReActResult.__module__ = "agentloops.react"

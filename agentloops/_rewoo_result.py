@@ -51,4 +51,5 @@ class ReWOOResult:
         raise_for_stop(self)
 
 
-ReWOOResult.__module__ = "agentloops.rewoo"  # pickled and stored results name the public module
+# Pickled and stored results name the public module.
+ReWOOResult.__module__ = "agentloops.rewoo"

@@ -257,6 +257,5 @@ def _step_text(react: ReActResult) -> str:
     return " ".join(parts)
 
 
-PlanExecuteResult.__module__ = (
-    "agentloops.plan_execute"  # pickled and stored results name the public module
-)
+# Pickled and stored results name the public module.
+PlanExecuteResult.__module__ = "agentloops.plan_execute"

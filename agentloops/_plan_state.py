@@ -255,3 +255,7 @@ def _step_text(react: ReActResult) -> str:
     if seen:
         parts.append("Last observations: " + " | ".join(seen)[:1000])
     return " ".join(parts)
+
+
+# Pickled and stored results name the public module.
+PlanExecuteResult.__module__ = "agentloops.plan_execute"

@@ -88,3 +88,7 @@ class ReActResult:
             pending_approvals=pending,
             held_results=[ToolResult(**r) for r in state["held_results"]],
         )
+
+
+# Pickled and stored results name the public module.
+ReActResult.__module__ = "agentloops.react"

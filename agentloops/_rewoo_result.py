@@ -49,3 +49,7 @@ class ReWOOResult:
     def raise_for_stop(self) -> None:
         """Raise the matching `RunError` (with this result) unless the run answered."""
         raise_for_stop(self)
+
+
+# Pickled and stored results name the public module.
+ReWOOResult.__module__ = "agentloops.rewoo"

@@ -1,8 +1,9 @@
 """Typed run events, and sinks that record them.
 
-Every loop takes `on_event`, a plain callable that receives each event as it happens.
-Tool events may arrive from worker threads, so a sink must be thread-safe
-(`list.append` is; `JSONLSink` takes a lock). Events are built only when a sink is set.
+Every loop takes `on_event`, a plain callable that receives each event as it happens, on
+the thread that runs the loop (the driver brings tool events back from worker threads).
+A sink shared by runs on several threads must be thread-safe (`list.append` is;
+`JSONLSink` takes a lock). Events are built only when someone listens.
 """
 
 from __future__ import annotations
@@ -14,11 +15,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from agentloops.messages import Block, block_to_dict
+from agentloops.messages import Block, ToolCall, block_to_dict
 from agentloops.model import Usage
 from agentloops.tools import ToolOutcome
+
+if TYPE_CHECKING:
+    from agentloops._plan_schema import Plan
+    from agentloops._rewoo_plan import ReWOOPlan
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -79,8 +84,8 @@ class ToolCallFinished(Event):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class PlanMade(Event):
-    plan: Any
-    """The validated plan (a pydantic model)."""
+    plan: ReWOOPlan | Plan
+    """The validated plan."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -105,8 +110,8 @@ class Replanned(Event):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ApprovalRequested(Event):
-    calls: list[Any]
-    """The `ToolCall`s waiting for a decision."""
+    calls: list[ToolCall]
+    """The calls waiting for a decision."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -7,7 +7,7 @@ Every provider (Claude, an OpenAI-compatible server, a test fake) implements
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from agentloops.messages import Message
@@ -96,7 +96,7 @@ ToolChoice = str
 
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
-    """One call to the model.
+    """One call to the model: `system` and `messages` by position, the rest by keyword.
 
     `messages` is the loop's live transcript: loops only ever append to it, so a
     client that keeps a request beyond `complete` should copy the list.
@@ -104,6 +104,7 @@ class ModelRequest:
 
     system: str
     messages: list[Message]
+    _: KW_ONLY
     tools: list[ToolSpec] = field(default_factory=list)
     tool_choice: ToolChoice = "auto"
     max_tokens: int | None = None

@@ -21,7 +21,7 @@ from typing import Any
 from agentloops import _resumed
 from agentloops._react_result import ReActResult, ReActStopReason
 from agentloops.engine import aio, streams, sync
-from agentloops.engine.effects import Decide, Emit, Machine
+from agentloops.engine.effects import CallModel, Decide, Emit, Machine, NextTool, StartTool
 from agentloops.engine.host import ToolHost
 from agentloops.engine.runs import Clock, Totals, call_model, lifecycle, run_tools
 from agentloops.errors import AgentLoopsError, ConfigurationError, check_limits
@@ -294,63 +294,66 @@ class ReActLoop:
     def _loop(self, run: _Run, observed: bool) -> Machine[ReActResult]:
         # One request serves every step: its `messages` is the live transcript.
         request = ModelRequest(
-            self.system, run.messages, self.tools.specs(), "auto", self.max_tokens
+            self.system, run.messages, tools=self.tools.specs(), max_tokens=self.max_tokens
         )
-        totals = run.totals
+        totals, messages, run_id, model = run.totals, run.messages, run.run_id, self.model
+        budget, per_turn = self.max_total_tokens, self.max_calls_per_turn
         while True:
             if run.steps >= self.max_steps:
                 return (yield from self._at_limit(run, request))
-            if (
-                self.max_total_tokens is not None
-                and totals.usage.total_tokens >= self.max_total_tokens
-            ):
-                detail = (
-                    f"max_total_tokens={self.max_total_tokens} reached "
-                    f"after {totals.usage.total_tokens} tokens"
-                )
-                return self._result(run, "budget", detail)
-            response = yield from call_model(self.model, request, totals, _LOOP, run.run_id)
+            if budget is not None and totals.total_tokens >= budget:
+                why = f"max_total_tokens={budget} reached after {totals.total_tokens} tokens"
+                return self._result(run, "budget", why)
+            response = yield CallModel(model, request, _LOOP, run_id, totals.model_calls)
+            totals.spend(response.usage)
             run.steps += 1
             message = response.message
-            calls = message.tool_calls
+            asked = message.tool_calls
             reason = response.stop_reason
-            if not calls:
+            if not asked:
                 if reason == "pause_turn":
-                    run.messages.append(message)
+                    messages.append(message)
                     continue  # the provider paused a long turn; sending it back continues it
                 if reason in ("end_turn", "stop_sequence") and not message.text.strip():
                     if self._nudge(run, message):
                         continue
                     return self._result(run, "empty", "the model's reply was empty twice")
-                run.messages.append(message)
+                messages.append(message)
                 return self._result(run, answer_stop(reason), f"model stop_reason={reason}")
-            message, calls = _unique_ids(run, message, calls)
-            run.messages.append(message)
+            message, asked = _unique_ids(run, message, asked)
+            messages.append(message)
             if reason == "refusal":
-                run.messages.append(_unanswered(calls, _REFUSED))
+                messages.append(_unanswered(asked, _REFUSED))
                 return self._result(run, "refused", "model stop_reason=refusal")
             if reason in ("max_tokens", "context_window"):
-                run.messages.append(_unanswered(calls, _CUT))
+                messages.append(_unanswered(asked, _CUT))
                 continue
-            calls, over = calls[: self.max_calls_per_turn], calls[self.max_calls_per_turn :]
+            calls, over = asked[:per_turn], asked[per_turn:]
             limit = self.max_tool_calls
             if limit is not None and totals.tool_calls + len(calls) > limit:
                 why = f"max_tool_calls={limit} reached after {totals.tool_calls} tool calls"
-                run.messages.append(_unanswered(calls + over, f"not run: {why}"))
+                messages.append(_unanswered(asked, f"not run: {why}"))
                 return self._result(run, "max_tool_calls", why)
-            results, pending = yield from self._act(run, calls)
-            if over:
-                note = f"not run: at most {self.max_calls_per_turn} calls per turn; ask for fewer"
-                results += [ToolResult(c.id, note, True) for c in over]
-            if pending:
-                decisions = yield Decide(pending, _LOOP, run.run_id)
-                if decisions is None:
-                    return (yield from self._pause(run, pending, results, observed))
-                decided, _ = yield from self._act(run, pending, _decided(decisions))
-                done = {r.call_id: r for r in (*results, *decided)}
-                results = [done[c.id] for c in message.tool_calls]
-            run.messages.append(Message("user", tuple(results)))
-            if self._stalled(run, message.tool_calls, results):
+            if len(calls) == 1 and not self._needs_policy(calls):
+                # The common case, spelled out: one call, no policy, no nesting.
+                yield StartTool(calls[0], _LOOP, run_id)
+                _, outcome = yield NextTool(_LOOP, run_id)
+                totals.tool_calls += 1
+                results = [ToolResult(calls[0].id, outcome.content, outcome.is_error)]
+            else:
+                results, pending = yield from self._act(run, calls)
+                if over:
+                    note = f"not run: at most {per_turn} calls per turn; ask for fewer"
+                    results += [ToolResult(c.id, note, True) for c in over]
+                if pending:
+                    decisions = yield Decide(pending, _LOOP, run_id)
+                    if decisions is None:
+                        return (yield from self._pause(run, pending, results, observed))
+                    decided, _ = yield from self._act(run, pending, _decided(decisions))
+                    done = {r.call_id: r for r in (*results, *decided)}
+                    results = [done[c.id] for c in asked]
+            messages.append(Message("user", tuple(results)))
+            if self.max_repeats is not None and self._stalled(run, asked, results):
                 return self._result(run, "stalled", self._stall_detail())
 
     def _nudge(self, run: _Run, message: Message) -> bool:
@@ -420,7 +423,13 @@ class ReActLoop:
             run.messages[-1] = Message("user", (*last.content, Text(_FINAL)))
         else:  # the limit came right after a paused (pause_turn) assistant turn
             run.messages.append(Message.user(_FINAL))
-        final = ModelRequest(self.system, run.messages, request.tools, "none", self.max_tokens)
+        final = ModelRequest(
+            self.system,
+            run.messages,
+            tools=request.tools,
+            tool_choice="none",
+            max_tokens=self.max_tokens,
+        )
         response = yield from call_model(self.model, final, run.totals, _LOOP, run.run_id)
         run.messages.append(response.message)
         if response.message.tool_calls:  # a server that ignores tool_choice="none"
@@ -439,11 +448,12 @@ class ReActLoop:
         )
         if len(turns) > n * _PERIODS[-1]:
             turns.popleft()
+        last = turns[-1]
         for p in _PERIODS:
             span = p * n
-            if len(turns) >= span and all(
-                turns[-i] == turns[-i - p] for i in range(1, span - p + 1)
-            ):
+            if len(turns) < span or turns[-1 - p] != last:  # the quick, usual way out
+                continue
+            if all(turns[-i] == turns[-i - p] for i in range(2, span - p + 1)):
                 return True
         return False
 

@@ -149,7 +149,7 @@ def _structured(
     output = output_schema(schema)
     usage, calls, raw, errors = Usage(), 0, "", ""
     for _attempt in range(max_retries + 1):
-        request = ModelRequest(system, messages, [], "auto", max_tokens, output)
+        request = ModelRequest(system, messages, max_tokens=max_tokens, output=output)
         response: ModelResponse = yield CallModel(model, request, loop, run_id, calls)
         usage, calls = usage + response.usage, calls + 1
         raw = _raw(response)
@@ -205,12 +205,12 @@ def text_machine(
     """`ask_text` as a step machine: the final response and how many calls it took.
     When the first reply was empty and the model was asked again, the response's usage
     covers both calls."""
-    request = ModelRequest(system, [Message.user(prompt)], [], "auto", max_tokens)
+    request = ModelRequest(system, [Message.user(prompt)], max_tokens=max_tokens)
     response: ModelResponse = yield CallModel(model, request, loop, run_id, step)
     if reply_stop(response) != "empty":
         return response, 1
     again = Message("user", (Text(prompt), Text(EMPTY_NUDGE)))
-    retry = ModelRequest(system, [again], [], "auto", max_tokens)
+    retry = ModelRequest(system, [again], max_tokens=max_tokens)
     second: ModelResponse = yield CallModel(model, retry, loop, run_id, step + 1)
     return dataclasses.replace(second, usage=response.usage + second.usage), 2
 

@@ -304,7 +304,7 @@ def test_tool_choice_mapping(
     messages_route: respx.Route, choice: str, wire: dict[str, Any]
 ) -> None:
     messages_route.mock(return_value=reply(text("ok")))
-    make_model().complete(ModelRequest("", [Message.user("q")], SPECS, choice))
+    make_model().complete(ModelRequest("", [Message.user("q")], tools=SPECS, tool_choice=choice))
     assert bodies(messages_route)[0]["tool_choice"] == wire
 
 
@@ -324,14 +324,14 @@ def test_requests_the_api_would_reject_fail_before_any_http_call(
     with respx.mock(using="httpcore2", base_url=ANTHROPIC_API, assert_all_called=False) as api:
         route = api.post("/v1/messages").mock(return_value=reply(text("no")))
         with pytest.raises(ConfigurationError, match=match):
-            model.complete(ModelRequest("", [Message.user("q")], tools, choice))
+            model.complete(ModelRequest("", [Message.user("q")], tools=tools, tool_choice=choice))
     assert route.call_count == 0
 
 
 def test_manual_thinking_with_auto_tool_choice_is_sent(messages_route: respx.Route) -> None:
     messages_route.mock(return_value=reply(text("ok")))
     thinking = {"type": "enabled", "budget_tokens": 2048}
-    make_model(thinking=thinking).complete(ModelRequest("", [Message.user("q")], SPECS))
+    make_model(thinking=thinking).complete(ModelRequest("", [Message.user("q")], tools=SPECS))
     assert bodies(messages_route)[0]["thinking"] == thinking
 
 

@@ -395,3 +395,18 @@ def test_raise_for_stop_on_an_errored_result_is_a_run_error(add, ReActLoop):
         ReActLoop(model, [add]).run("q")
     with pytest.raises(RunError, match="ModelError: down"):
         caught.value.result.raise_for_stop()
+
+
+def test_parallel_turns_in_a_row_each_get_their_results(add, counter, ReActLoop):
+    model = ScriptedModel(
+        [
+            use_tools(("add", {"a": 1, "b": 1}), ("add", {"a": 2, "b": 2})),
+            use_tools(("add", {"a": 3, "b": 3}), ("add", {"a": 4, "b": 4})),
+            use_tools(("add", {"a": 5, "b": 5})),
+            "done",
+        ]
+    )
+    result = ReActLoop(model, [add]).run("q")
+    assert result.answer == "done" and result.tool_calls == 5
+    sent = [[r.content for r in m.tool_results] for m in result.messages if m.tool_results]
+    assert sent == [["2", "4"], ["6", "8"], ["10"]]

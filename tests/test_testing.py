@@ -159,9 +159,7 @@ def test_running_out_says_which_call_and_what_it_asked():
     model = ScriptedModel(["only"])
     model.complete(ModelRequest("You are the planner.\nMore rules.", [Message.user("q")]))
     with pytest.raises(ScriptExhausted) as info:
-        model.complete(
-            ModelRequest("You are the solver.", [Message.user("what is 2 + 2?")], [], "auto")
-        )
+        model.complete(ModelRequest("You are the solver.", [Message.user("what is 2 + 2?")]))
     text = str(info.value)
     assert "call 2 was not expected" in text
     assert "'what is 2 + 2?'" in text and "'You are the solver.'" in text

@@ -5,7 +5,6 @@ attached to a failure)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from agentloops.engine.effects import CallModel, Emit, Machine, NextTool, StartTool
@@ -31,16 +30,40 @@ T = TypeVar("T", bound=RunRecord)
 Clock = Callable[[], float]
 
 
-@dataclass(kw_only=True)
 class Totals:
-    """A run's running totals: tokens and model calls (and tool calls, where counted)."""
+    """A run's running totals: tokens and model calls (and tool calls, where counted).
 
-    usage: Usage = field(default_factory=Usage)
-    model_calls: int = 0
-    tool_calls: int = 0
+    Counts are kept as plain integers (a `Usage` is built when asked for), so adding a
+    step's usage costs no allocation.
+    """
+
+    __slots__ = ("cache_read", "cache_write", "input", "model_calls", "output", "tool_calls")
+
+    def __init__(self, *, usage: Usage | None = None, model_calls: int = 0, tool_calls: int = 0):
+        u = usage or Usage()
+        self.input, self.output = u.input_tokens, u.output_tokens
+        self.cache_read, self.cache_write = u.cache_read_tokens, u.cache_write_tokens
+        self.model_calls = model_calls
+        self.tool_calls = tool_calls
+
+    @property
+    def usage(self) -> Usage:
+        return Usage(
+            input_tokens=self.input,
+            output_tokens=self.output,
+            cache_read_tokens=self.cache_read,
+            cache_write_tokens=self.cache_write,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input + self.output + self.cache_read + self.cache_write
 
     def spend(self, usage: Usage, model_calls: int = 1) -> None:
-        self.usage = self.usage + usage
+        self.input += usage.input_tokens
+        self.output += usage.output_tokens
+        self.cache_read += usage.cache_read_tokens
+        self.cache_write += usage.cache_write_tokens
         self.model_calls += model_calls
 
 

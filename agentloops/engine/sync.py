@@ -49,18 +49,29 @@ def drive(
     and its deltas are yielded as they arrive.
     """
     tools = _Tools(host, observed)
+    queued = tools.queued
+    registry = host.registry
+    quiet = not observed and not streaming
+    inline = host.executor is None
     try:
         effect = next(machine)
         while True:
             kind = type(effect)
             try:
                 if kind is CallModel:
-                    outcome: Any = yield from _call_model(effect, observed, streaming)  # type: ignore[arg-type]
+                    if quiet:  # the common case, without a generator in between
+                        outcome: Any = effect.client.complete(effect.request)  # type: ignore[union-attr]
+                    else:
+                        outcome = yield from _call_model(effect, observed, streaming)  # type: ignore[arg-type]
                 elif kind is StartTool:
-                    tools.start(effect)  # type: ignore[arg-type]
+                    queued.append(effect)  # type: ignore[arg-type]
                     outcome = None
                 elif kind is NextTool:
-                    outcome = yield from tools.next()
+                    if not observed and inline and len(queued) == 1 and not tools.running:
+                        call = queued.pop().call  # a lone call runs inline, on this thread
+                        outcome = call.id, registry.call(call.name, call.args)
+                    else:
+                        outcome = yield from tools.next()
                 elif kind is Emit:
                     yield effect.event  # type: ignore[union-attr]
                     outcome = None
@@ -83,9 +94,9 @@ def drive(
 
 def _call_model(effect: CallModel, observed: bool, streaming: bool) -> Events[ModelResponse]:
     client, request = effect.client, effect.request
+    start = time.perf_counter()
     if observed:
         yield _events.model_started(effect)
-    start = time.perf_counter()
     stream = getattr(client, "stream", None) if streaming else None
     if stream is None:
         response = client.complete(request)
@@ -120,9 +131,6 @@ class _Tools:
         self.inbox: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
         self.callers: dict[str, Callable[..., ToolOutcome]] = {}
 
-    def start(self, effect: StartTool) -> None:
-        self.queued.append(effect)
-
     def next(self) -> Events[tuple[str, ToolOutcome]]:
         if self.queued:
             if self.running == 0 and len(self.queued) == 1 and self.host.executor is None:
@@ -149,7 +157,8 @@ class _Tools:
         return call.id, outcome
 
     def _submit_queued(self) -> None:
-        queued, self.queued = self.queued, []
+        queued = self.queued[:]
+        self.queued.clear()  # in place: the driver holds this list
         executor = self.host.executor
         # Every caller is ready (a remote executor's are checked for pickling) before
         # anything is submitted.

@@ -3,16 +3,27 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.installed-demo
 BENCH_STAMP := $(VENV)/.installed-bench
 EXAMPLE := examples
 
 .PHONY: test lint typecheck unit demo bench docs clean
 
-$(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+# An editable install of a pyproject.toml project needs pip >= 21.3 (PEP 660); a newer pip
+# is left alone, so a fresh .venv asks the index for nothing here.
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet 'pip>=21.3'
+
+# Everything the tests, lint and type checks need (the `dev` extra, which includes rich).
+$(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
+
+# The demo's own install: the library and rich, nothing else (`make test` adds the rest).
+$(DEMO_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[examples]'
+	touch $(DEMO_STAMP)
 
 test: $(STAMP) lint typecheck unit
 
@@ -36,7 +47,7 @@ docs: $(VENV)/.docs-installed
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # The Market Analyst offline (deterministic stand-in model), one request per route.
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(BIN)/python examples/market_analyst.py --offline --yes "Quick snapshot of NVDA"
 	$(BIN)/python examples/market_analyst.py --offline --yes "Investment thesis and strategic risks for MSFT"
 
@@ -49,4 +60,4 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python bench/run_all.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .coverage site
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .coverage site dist compare-out

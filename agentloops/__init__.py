@@ -3,13 +3,12 @@
 Import what you need from here: `from agentloops import ReActLoop, tool`.
 Importing has no side effects and does not import any provider SDK: provider clients
 (`AnthropicModel`, `OpenAICompatModel`) load on first access, and their SDK only when one is built.
-ReWOO, Plan-and-Execute, the router, the evaluator, checkpoints and batches also load on first
-access: `from agentloops import ReWOOPipeline` works as usual.
+ReWOO, Plan-and-Execute, the router, the evaluator, checkpoints, batches and the comparison
+harness also load on first access: `from agentloops import ReWOOPipeline` works as usual.
 """
 
 import typing as _typing
 
-from agentloops.compare import Attempt, Comparison, LoopFactory, LoopSummary, compare
 from agentloops.errors import (
     AgentLoopsError,
     ApprovalRequired,
@@ -73,9 +72,13 @@ from agentloops.react import ReActLoop, ReActResult
 from agentloops.structured import StructuredReply, ask_structured, ask_text, output_schema
 from agentloops.tools import ApprovalPolicy, Decision, Tool, ToolOutcome, ToolRegistry, tool
 
+__version__ = "0.1.0"
+"""The installed version; the build reads it from here (pyproject.toml, `[tool.hatch.version]`)."""
+
 if _typing.TYPE_CHECKING:  # pragma: no cover
     from agentloops.batch import BatchItem, run_many
     from agentloops.checkpoint import Checkpointer, MemoryCheckpointer, SQLiteCheckpointer
+    from agentloops.comparison import Attempt, Comparison, LoopFactory, LoopSummary, compare
     from agentloops.evaluator import Evaluator, Verdict
     from agentloops.plan_execute import Plan, PlanAndExecute, PlanExecuteResult, PlanStep
     from agentloops.providers.anthropic import AnthropicModel
@@ -85,7 +88,8 @@ if _typing.TYPE_CHECKING:  # pragma: no cover
 
 # ReWOO, Plan-and-Execute and the other features load on first access, so that
 # `import agentloops` stays cheap for a program that uses part of it (bench/startup.py).
-# `compare` stays eager: its name is also its module's, which an import would rebind.
+# The comparison harness lives in `agentloops.comparison`, not in a module named `compare`:
+# importing a submodule binds its name on the package, which would shadow the function.
 _LAZY = {
     "AnthropicModel": "agentloops.providers.anthropic",
     "OpenAICompatModel": "agentloops.providers.openai_compat",
@@ -94,6 +98,11 @@ _LAZY = {
     "Checkpointer": "agentloops.checkpoint",
     "MemoryCheckpointer": "agentloops.checkpoint",
     "SQLiteCheckpointer": "agentloops.checkpoint",
+    "Attempt": "agentloops.comparison",
+    "Comparison": "agentloops.comparison",
+    "LoopFactory": "agentloops.comparison",
+    "LoopSummary": "agentloops.comparison",
+    "compare": "agentloops.comparison",
     "Evaluator": "agentloops.evaluator",
     "Verdict": "agentloops.evaluator",
     "Plan": "agentloops.plan_execute",
@@ -118,6 +127,11 @@ def __getattr__(name: str) -> object:
     import importlib
 
     return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    """The public names, the lazy ones included (they are not in the module's dict)."""
+    return sorted({*globals(), *__all__})
 
 
 __all__ = [

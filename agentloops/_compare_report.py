@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from agentloops.compare import Comparison
+    from agentloops.comparison import Comparison
 
 TOKEN_KINDS = {
     "input_tokens": "uncached input",
@@ -73,7 +73,7 @@ def draw_chart(comparison: Comparison, path: Path) -> Path:
         from matplotlib.figure import Figure
     except ImportError as exc:
         raise ImportError(
-            "Comparison.chart needs matplotlib: pip install 'agentloops[chart]'"
+            "Comparison.chart needs matplotlib: pip install 'agentloops-kit[chart]'"
         ) from exc
     summaries = comparison.summaries()
     names = [s.loop for s in summaries]

@@ -14,8 +14,15 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from opentelemetry import context, trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
+try:
+    from opentelemetry import context, trace
+    from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
+except ModuleNotFoundError as exc:  # say which extra brings it, not just what is missing
+    raise ModuleNotFoundError(
+        f"agentloops.otel needs OpenTelemetry ({exc.name} is not installed): "
+        "pip install 'agentloops-kit[otel]'",
+        name=exc.name,
+    ) from exc
 
 from agentloops.events import (
     ApprovalRequested,

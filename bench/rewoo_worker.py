@@ -8,7 +8,7 @@ zero-latency tools. Prints a markdown table.
 
     .venv/bin/python bench/rewoo_worker.py [--repeats 5] [--seeds 5]
 
-Targets (DESIGN.md section 7): ours within 5 ms of the critical path on every DAG;
+Targets (the project's performance goals): ours within 5 ms of the critical path on every DAG;
 at most 50 us of scheduling per step with zero-latency tools.
 """
 

@@ -1,18 +1,22 @@
 """ReAct, ReWOO and Plan-and-Execute side by side on the Market Analyst's tasks, offline.
 
-    python examples/compare_loops.py   # writes docs/compare_results.md, docs/img/compare.png
+    .venv/bin/python examples/compare_loops.py [--out compare-out]
 
-Every loop gets the same tools, tasks and fresh-context evaluator. The model is the
-example's deterministic stand-in and the tool latencies are simulated, so the table
-shows how the loops differ in shape (model calls, tokens, wall time, what happens on a
-tool error), not how well a real model reasons. Needs `agentloops[examples]`
-(rich and matplotlib).
+writes `compare_results.md` and `img/compare.png` into the output folder (the same layout
+as docs/, whose copies are made this way), printing each attempt as it finishes. It never
+overwrites a file that git tracks. Every loop gets the same tools, tasks and
+fresh-context evaluator. The model is the example's deterministic stand-in and the tool
+latencies are simulated, so the table shows how the loops differ in shape (model calls,
+tokens, wall time, what happens on a tool error), not how well a real model reasons.
+Needs the `examples` extra (rich); the chart also needs the `chart` extra (matplotlib).
 """
 
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from market_analyst import data, facts, tools, writers
@@ -20,6 +24,7 @@ from market_analyst.demo_model import DemoModel
 from market_analyst.workflow import CRITERIA
 
 from agentloops import (
+    Attempt,
     Comparison,
     Evaluator,
     PlanAndExecute,
@@ -91,7 +96,9 @@ LOOPS = {
 }
 
 
-def run(*, latency: float, trials: int) -> Comparison:
+def run(
+    *, latency: float, trials: int, on_attempt: Callable[[Attempt], None] | None = None
+) -> Comparison:
     tools.configure(latency_scale=latency)
     return compare(
         LOOPS,
@@ -99,32 +106,84 @@ def run(*, latency: float, trials: int) -> Comparison:
         checker=checker,
         trials=trials,
         evaluator=Evaluator(DemoModel(), criteria=CRITERIA),
+        on_attempt=on_attempt,
     )
+
+
+def tracked(paths: list[Path]) -> list[Path]:
+    """Those of `paths` that exist and that git tracks (none outside a git work tree)."""
+    existing = [path.resolve() for path in paths if path.exists()]
+    if not existing:
+        return []
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "--full-name", "--", *map(str, existing)],
+            cwd=existing[0].parent,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        root = subprocess.run(
+            ["git", "rev-parse", "--show-toplevel"],
+            cwd=existing[0].parent,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    except FileNotFoundError:  # no git on this machine: nothing can be tracked
+        return []
+    if listed.returncode or root.returncode:  # not inside a git work tree
+        return []
+    top = Path(root.stdout.strip())
+    return [top / line for line in listed.stdout.splitlines()]
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--latency", type=float, default=0.3, help="simulated latency scale")
     p.add_argument("--trials", type=int, default=2)
-    p.add_argument("--out-dir", type=Path, default=Path("docs"), help="where results go")
+    p.add_argument(
+        "--out", type=Path, default=Path("compare-out"), help="output folder (compare-out/)"
+    )
     args = p.parse_args(argv)
+    results, chart = args.out / "compare_results.md", args.out / "img" / "compare.png"
+    if kept := tracked([results, chart]):
+        names = ", ".join(str(path) for path in kept)
+        print(f"Not overwriting files git tracks ({names}): pick another --out.", file=sys.stderr)
+        return 2
     note = NOTE.format(latency=args.latency, trials=args.trials, tasks=len(TASKS))
     print(f"Offline comparison. {note}\n", flush=True)
-    comparison = run(latency=args.latency, trials=args.trials)
+    total, done = len(LOOPS) * len(TASKS) * args.trials, 0
+
+    def progress(attempt: Attempt) -> None:
+        nonlocal done
+        done += 1
+        outcome = "right" if attempt.success else (attempt.error or "wrong")
+        print(
+            f"[{done:>2}/{total}] {attempt.loop:<16} {attempt.task:<48} "
+            f"{outcome}, {attempt.model_calls} model calls, {attempt.seconds:.2f} s",
+            flush=True,
+        )
+
+    comparison = run(latency=args.latency, trials=args.trials, on_attempt=progress)
     table = comparison.table()
-    print(table)
-    (args.out_dir / "img").mkdir(parents=True, exist_ok=True)
-    chart = comparison.chart(args.out_dir / "img" / "compare.png")
-    results = args.out_dir / "compare_results.md"
+    print(f"\n{table}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    try:
+        chart.parent.mkdir(exist_ok=True)
+        wrote = [comparison.chart(chart)]
+        figure = "![comparison chart](img/compare.png)\n\n"
+    except ImportError as exc:  # matplotlib is optional: the table is the result
+        print(f"\nNo chart: {exc}")
+        wrote, figure = [], ""
     tasks = "\n".join(f"- {t}" for t in TASKS)
     results.write_text(
         "# Loop comparison on the Market Analyst tasks\n\n"
-        f"> {note} Regenerate with `python examples/compare_loops.py`.\n\n"
-        f"Tasks:\n\n{tasks}\n\n{table}\n\n![comparison chart](img/compare.png)\n\n"
-        f"{READING}\n",
+        f"> {note} Made with `.venv/bin/python examples/compare_loops.py`.\n\n"
+        f"Tasks:\n\n{tasks}\n\n{table}\n\n{figure}{READING}\n",
         encoding="utf-8",
     )
-    print(f"\nWrote {results} and {chart}.")
+    print(f"\nWrote {', '.join(str(path) for path in [results, *wrote])}.")
     return 0
 
 

@@ -5,7 +5,6 @@ A ScriptedModel plays the model's side; the tools and the loop really run."""
 from agentloops import ModelClient, ReActLoop, tool
 from agentloops.testing import ScriptedModel, use_tools
 
-# --8<-- [start:tools]
 BOOKS = {  # fixture data: a very small bookshop
     "9780441013593": {"title": "Dune", "price_eur": 9.99, "stock": 3},
     "9780141439587": {"title": "Emma", "price_eur": 6.50, "stock": 0},
@@ -28,15 +27,11 @@ def check_stock(isbn: str) -> int:
     return int(BOOKS[isbn]["stock"])  # an unknown ISBN: the model gets an error it can act on
 
 
-# --8<-- [end:tools]
-# --8<-- [start:agent]
 def build_agent(model: ModelClient) -> ReActLoop:
     system = "You are a bookshop assistant. Use the tools; never guess a price or a stock level."
     return ReActLoop(model, [search_books, check_stock], system=system, max_steps=6)
 
 
-# --8<-- [end:agent]
-# --8<-- [start:test]
 def test_agent_answers_from_the_tools() -> None:
     search = use_tools(("search_books", {"query": "dune"}))
     stock = use_tools(("check_stock", {"isbn": "9780441013593"}))
@@ -53,4 +48,3 @@ def test_agent_answers_from_the_tools() -> None:
 if __name__ == "__main__":
     test_agent_answers_from_the_tools()
     print("ok: the bookshop agent answered from its tools (offline, scripted model)")
-# --8<-- [end:test]

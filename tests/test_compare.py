@@ -198,6 +198,26 @@ def test_parallel_attempts_give_the_same_totals_in_the_same_order() -> None:
         assert (a.usage, a.tool_calls, a.successes) == (b.usage, b.tool_calls, b.successes)
 
 
+@pytest.mark.parametrize("max_workers", [1, 2])
+def test_on_attempt_reports_each_attempt_as_it_finishes(max_workers: int) -> None:
+    import threading
+
+    seen: list[tuple[str, str, int]] = []
+    threads: set[int] = set()
+
+    def progress(attempt: Any) -> None:
+        seen.append((attempt.loop, attempt.task, attempt.trial))
+        threads.add(threading.get_ident())
+
+    loops = {"direct": react(analyst), "stumbling": react(lambda: analyst(first_ticker="NOPE"))}
+    result = compare(
+        loops, TASKS, checker=check, trials=2, max_workers=max_workers, on_attempt=progress
+    )
+    assert sorted(seen) == sorted((a.loop, a.task, a.trial) for a in result.attempts)
+    assert len(seen) == 8
+    assert threads == {threading.get_ident()}  # called from the caller's thread
+
+
 class HandRolled:
     """A runner that is not one of the library's loops: only the duck-typed protocol."""
 
@@ -302,6 +322,6 @@ def test_chart_without_matplotlib_names_the_extra(monkeypatch: Any, tmp_path: An
     for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    with pytest.raises(ImportError, match=r"pip install 'agentloops\[chart\]'"):
+    with pytest.raises(ImportError, match=r"pip install 'agentloops-kit\[chart\]'"):
         result.chart(tmp_path / "compare.png")
     assert not (tmp_path / "compare.png").exists()

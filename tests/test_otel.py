@@ -327,3 +327,17 @@ def test_plan_and_execute_steps_hang_under_the_run_span(sink, exporter):
     step = one(exporter, "invoke_agent react")
     assert step.parent is not None and step.parent.span_id == outer.context.span_id
     assert parent_of(one(exporter, "execute_tool lookup")) == step.context.span_id
+
+
+def test_without_opentelemetry_the_error_names_the_extra():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['opentelemetry'] = None\n"
+        "try:\n    import agentloops.otel\n"
+        "except ModuleNotFoundError as exc:\n    print(exc.name, '|', exc)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().startswith("opentelemetry | agentloops.otel needs OpenTelemetry")
+    assert "pip install 'agentloops-kit[otel]'" in out.stdout

@@ -1,5 +1,8 @@
+import re
 import subprocess
 import sys
+
+import pytest
 
 import agentloops
 
@@ -61,3 +64,52 @@ def test_import_has_no_heavy_side_effects():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_version_is_the_installed_distributions():
+    from importlib.metadata import version
+
+    assert agentloops.__version__ == version("agentloops-kit")
+    assert re.fullmatch(r"\d+\.\d+\.\d+([.-]?\w+)*", agentloops.__version__)
+
+
+def test_dir_lists_every_public_name_the_lazy_ones_too():
+    names = dir(agentloops)
+    assert names == sorted(names)
+    assert set(agentloops.__all__) <= set(names)
+    assert {"__version__", "compare", "ReWOOPipeline", "AnthropicModel"} <= set(names)
+
+
+def test_unknown_names_still_raise_attribute_error():
+    with pytest.raises(AttributeError, match="no attribute 'NoSuchThing'"):
+        agentloops.NoSuchThing  # noqa: B018
+
+
+def _fresh(code: str) -> str:
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+def test_the_comparison_harness_loads_on_first_access_only():
+    code = "import sys, agentloops; print('agentloops.comparison' in sys.modules)"
+    assert _fresh(code) == "False"
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        "",
+        "from agentloops.comparison import Attempt",  # the module first: no shadowing
+        "import agentloops.comparison",
+        "from agentloops import Comparison",
+    ],
+)
+def test_compare_is_the_function_whatever_was_imported_first(first: str):
+    code = (
+        f"{first}\n"
+        "import agentloops\n"
+        "from agentloops import compare\n"
+        "import agentloops.comparison as module\n"
+        "print(compare is agentloops.compare is module.compare, callable(agentloops.compare))"
+    )
+    assert _fresh(code) == "True True"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -176,7 +176,7 @@ class Comparison:
     def chart(self, path: str | Path) -> Path:
         """Save a PNG: success, model calls, tokens by kind and seconds per attempt, per loop.
 
-        Needs matplotlib (`pip install 'agentloops[chart]'`); draws without a display.
+        Needs matplotlib (`pip install 'agentloops-kit[chart]'`); draws without a display.
 
         Raises:
             ImportError: matplotlib is not installed.
@@ -192,6 +192,7 @@ def compare(
     trials: int = 1,
     evaluator: Judge | None = None,
     max_workers: int = 1,
+    on_attempt: Callable[[Attempt], None] | None = None,
 ) -> Comparison:
     """Run every loop on every task `trials` times and measure each attempt.
 
@@ -208,6 +209,8 @@ def compare(
             (the evidence is the run's tool outputs as text). A pass on an answer the
             checker rejects is an incorrect acceptance. Its tokens are not charged to the loop.
         max_workers: attempts run at once (threads); factories must then be thread-safe.
+        on_attempt: called with each `Attempt` as it finishes (in finishing order, from
+            the calling thread), to show progress on a long comparison.
 
     Returns:
         A `Comparison` holding every started attempt: a run that raised is a failure
@@ -229,12 +232,20 @@ def compare(
         name, task, trial = job
         return _attempt(name, loops[name], task, trial, checker, evaluator)
 
+    def report(finished: Attempt) -> Attempt:
+        if on_attempt is not None:
+            on_attempt(finished)
+        return finished
+
     start = time.perf_counter()
     if max_workers == 1:
-        done = [attempt(job) for job in jobs]
+        done = [report(attempt(job)) for job in jobs]
     else:
         with ThreadPoolExecutor(max_workers, thread_name_prefix="agentloops-compare") as pool:
-            done = list(pool.map(attempt, jobs))
+            futures = [pool.submit(attempt, job) for job in jobs]
+            for future in as_completed(futures):
+                report(future.result())
+            done = [future.result() for future in futures]  # back in start order
     seconds = time.perf_counter() - start
     return Comparison(
         loops=tuple(loops), tasks=tuple(tasks), trials=trials, attempts=tuple(done), seconds=seconds

@@ -21,6 +21,7 @@ from agentloops.errors import (
     ModelRefused,
     OutputTruncated,
     PlanValidationError,
+    RecordWriteError,
     RunError,
     RunStalled,
     StepLimitExceeded,
@@ -71,7 +72,15 @@ from agentloops.model import (
 )
 from agentloops.react import ReActLoop, ReActResult
 from agentloops.structured import StructuredReply, ask_structured, ask_text, output_schema
-from agentloops.tools import ApprovalPolicy, Decision, Tool, ToolOutcome, ToolRegistry, tool
+from agentloops.tools import (
+    ApprovalPolicy,
+    ApprovalRule,
+    Decision,
+    Tool,
+    ToolOutcome,
+    ToolRegistry,
+    tool,
+)
 
 if _typing.TYPE_CHECKING:  # pragma: no cover
     from agentloops.batch import BatchItem, run_many
@@ -126,6 +135,7 @@ __all__ = [
     "ApprovalPolicy",
     "ApprovalRequested",
     "ApprovalRequired",
+    "ApprovalRule",
     "AsyncModelClient",
     "AsyncStreamingModelClient",
     "Attempt",
@@ -168,6 +178,7 @@ __all__ = [
     "ReWOOPlan",
     "ReWOOPlanStep",
     "ReWOOResult",
+    "RecordWriteError",
     "RedactedThinking",
     "Replanned",
     "RouteDecision",

@@ -180,16 +180,16 @@ class Tool(Generic[P, R]):
 
     def __reduce__(self) -> tuple[Any, ...]:
         # A decorated module-level function is shadowed by its Tool: pickle it by name.
-        module, qualname = getattr(self.fn, "__module__", None), self.fn.__qualname__
-        if module and _find(module, qualname) is self:
-            return (_lookup, (module, qualname))
+        by_name = self._by_name()
+        if by_name is not None:
+            return (_lookup, by_name)
         options = (self.name, self.description, self.read_only, self.requires_approval)
         return (_rebuild, (self.fn, *options, self.timeout, self.concurrent))
 
-    def pickles_by_name(self) -> str | None:
-        """The `module.qualname` this tool pickles as, or `None` when it pickles by value."""
+    def _by_name(self) -> tuple[str, str] | None:
+        """`(module, qualname)` when this tool pickles by name, else `None` (by value)."""
         module, qualname = getattr(self.fn, "__module__", None), self.fn.__qualname__
-        return f"{module}.{qualname}" if module and _find(module, qualname) is self else None
+        return (module, qualname) if module and _find(module, qualname) is self else None
 
 
 def _find(module: str, qualname: str) -> Any:

@@ -486,3 +486,34 @@ def test_rewoo_refuses_a_tool_that_may_need_approval():
     }
     with pytest.raises(Exception, match="requires human approval"):
         validate_plan(plan, [guarded])
+
+
+class Loud(str):
+    def __str__(self) -> str:
+        raise RuntimeError("a str subclass whose __str__ raises")
+
+
+class Opaque:
+    def __str__(self) -> str:
+        return "opaque"
+
+
+class Holder(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(arbitrary_types_allowed=True)
+    thing: Opaque
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (Loud("its characters"), "its characters"),  # a str subclass: its characters
+        (Holder(thing=Opaque()), "thing=<test_tools.Opaque object at"),  # dump fails: str()
+    ],
+    ids=["str-subclass", "model-that-cannot-dump"],
+)
+def test_outputs_that_need_a_fallback_still_become_text(value, text):
+    def give() -> object:
+        return value
+
+    outcome = ToolRegistry([give]).call("give", {})
+    assert not outcome.is_error and outcome.content.startswith(text)

@@ -247,3 +247,41 @@ def eval_json(outcome: ToolOutcome) -> dict[str, Any]:
     assert not outcome.is_error, outcome.content
     data: dict[str, Any] = json.loads(outcome.content)
     return data
+
+
+async def test_an_async_call_waiting_at_the_gate_times_out_and_says_so():
+    release = asyncio.Event()
+
+    @tool(concurrent=False, timeout=0.2)
+    async def held(n: int) -> int:
+        """Holds the gate until released, even past its own cancellation."""
+        try:
+            await release.wait()
+        except asyncio.CancelledError:
+            await release.wait()
+            raise
+        return n
+
+    registry = ToolRegistry([held])
+    first = asyncio.ensure_future(registry.acall("held", {"n": 1}))
+    await asyncio.sleep(0.02)
+    second = await registry.acall("held", {"n": 2})
+    assert second.content == "'held' timed out after 0.2 s waiting for its earlier call to finish"
+    release.set()
+    assert (await first).content == "'held' timed out after 0.2 s"
+
+
+async def test_cancelling_a_timed_async_call_cancels_the_tool():
+    cancelled.clear()
+    registry = ToolRegistry([Tool.from_function(slow_async, timeout=30)])
+    task = asyncio.ensure_future(registry.acall("slow_async", {"seconds": 10}))
+    await asyncio.sleep(0.02)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert cancelled.is_set()
+
+
+async def test_call_under_a_running_loop_still_turns_failures_into_outcomes():
+    outcome = ToolRegistry([boom]).call("boom", {"size": 2})
+    assert outcome.is_error and outcome.content == "'boom' failed: ValueError: xx"

@@ -20,6 +20,7 @@ from agentloops.errors import (
     ModelRefused,
     OutputTruncated,
     PlanValidationError,
+    RecordWriteError,
     RunError,
     RunStalled,
     StepLimitExceeded,
@@ -70,7 +71,15 @@ from agentloops.model import (
 )
 from agentloops.react import ReActLoop, ReActResult
 from agentloops.structured import StructuredReply, ask_structured, ask_text, output_schema
-from agentloops.tools import ApprovalPolicy, Decision, Tool, ToolOutcome, ToolRegistry, tool
+from agentloops.tools import (
+    ApprovalPolicy,
+    ApprovalRule,
+    Decision,
+    Tool,
+    ToolOutcome,
+    ToolRegistry,
+    tool,
+)
 
 __version__ = "0.1.0"
 """The installed version; the build reads it from here (pyproject.toml, `[tool.hatch.version]`)."""
@@ -140,6 +149,7 @@ __all__ = [
     "ApprovalPolicy",
     "ApprovalRequested",
     "ApprovalRequired",
+    "ApprovalRule",
     "AsyncModelClient",
     "AsyncStreamingModelClient",
     "Attempt",
@@ -182,6 +192,7 @@ __all__ = [
     "ReWOOPlan",
     "ReWOOPlanStep",
     "ReWOOResult",
+    "RecordWriteError",
     "RedactedThinking",
     "Replanned",
     "RouteDecision",

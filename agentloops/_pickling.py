@@ -3,13 +3,15 @@
 A thread pool shares memory, so nothing is checked there. A process pool pickles with
 the standard library; Dask's executor falls back to cloudpickle, which also carries
 lambdas and local functions by value. Failing here, with the culprit named, beats a
-pickling traceback from deep inside the executor (or a lost future).
+pickling traceback from deep inside the executor (or a lost future, or a tool that
+arrives as nothing and answers "unknown tool").
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
+import io
 import sys
 import types
 from collections.abc import Callable
@@ -32,8 +34,10 @@ def pickler_for(executor: Executor | None) -> Dumps | None:
     """The function that will serialise work for `executor`, or `None` when nothing is.
 
     Thread pools (and the default `None`) share memory. A `ProcessPoolExecutor` uses
-    `pickle`. Dask's `distributed` executor uses cloudpickle. Any other executor is
-    not checked: its own error will surface from the future.
+    `pickle`. Dask's `distributed` executor uses cloudpickle; the check also refuses a
+    tool that would travel by name from the script being run (`__main__`), which a
+    worker cannot import back. Any other executor is not checked: its own error will
+    surface from the future.
     """
     if executor is None or isinstance(executor, ThreadPoolExecutor):
         return None
@@ -41,10 +45,41 @@ def pickler_for(executor: Executor | None) -> Dumps | None:
     if process is not None and isinstance(executor, process.ProcessPoolExecutor):
         return _std_dumps
     if type(executor).__module__.split(".")[0] == "distributed":
-        cloudpickle = importlib.import_module("cloudpickle")  # a dependency of distributed
-        dumps: Dumps = cloudpickle.dumps
-        return dumps
+        return _cluster_dumps
     return None
+
+
+_MAIN_MODULES = ("__main__", "__mp_main__")
+
+
+def _cluster_dumps(obj: Any) -> bytes:
+    """cloudpickle, refusing what a cluster worker could not import back by name."""
+    buffer = io.BytesIO()
+    _cluster_pickler()(buffer).dump(obj)
+    return buffer.getvalue()
+
+
+@functools.lru_cache(maxsize=1)
+def _cluster_pickler() -> type:
+    import pickle
+
+    cloudpickle = importlib.import_module("cloudpickle")  # a dependency of distributed
+    from agentloops.tools import Tool
+
+    class ClusterPickler(cloudpickle.Pickler):  # type: ignore[misc,name-defined]
+        def reducer_override(self, obj: Any) -> Any:
+            by_name = obj._by_name() if isinstance(obj, Tool) else None
+            if by_name is not None and by_name[0] in _MAIN_MODULES:
+                raise pickle.PicklingError(
+                    f"tool {obj.name!r} is defined in the script being run (module "
+                    f"{by_name[0]}), so it pickles by name and the workers "
+                    "cannot import it back (a cluster worker's __main__ is not your "
+                    "script); define it in a module the workers can import, such as a "
+                    "tools.py next to the script"
+                )
+            return super().reducer_override(obj)
+
+    return ClusterPickler
 
 
 def ensure_picklable(obj: Any, what: str, *, executor: Executor | None = None) -> None:

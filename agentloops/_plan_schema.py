@@ -9,6 +9,8 @@ from collections import Counter
 
 import pydantic
 
+from agentloops._problems import Problems
+
 
 class PlanStep(pydantic.BaseModel):
     """One step of a plan, as the planner writes it."""
@@ -43,19 +45,20 @@ class PlanRevision(pydantic.BaseModel):
 
 
 def plan_problems(plan: Plan, *, max_steps: int) -> list[str]:
-    """Every reason `plan` must not run: empty, too long, duplicate numbers, blank steps."""
-    problems = []
+    """Every reason `plan` must not run: empty, too long, duplicate numbers, blank steps
+    (the first `MAX_PROBLEMS` of them, then how many more; linear in the plan's size)."""
+    problems = Problems()
     if not plan.steps:
-        problems.append("the plan has no steps")
+        problems.add("the plan has no steps")
     if len(plan.steps) > max_steps:
-        problems.append(f"the plan has {len(plan.steps)} steps; max_plan_steps={max_steps}")
-    used = Counter(s.step_number for s in plan.steps)
-    for n in sorted(n for n, times in used.items() if times > 1):
-        problems.append(f"step number {n} is used {used[n]} times")
+        problems.add(f"the plan has {len(plan.steps)} steps; max_plan_steps={max_steps}")
+    uses = Counter(s.step_number for s in plan.steps)
+    for n in sorted(n for n, count in uses.items() if count > 1):
+        problems.add(f"step number {n} is used {uses[n]} times")
     for s in plan.steps:
         if not s.description.strip():
-            problems.append(f"step {s.step_number}: the description is blank")
-    return problems
+            problems.add(f"step {s.step_number}: the description is blank")
+    return problems.listed()
 
 
 for _record in (PlanStep, Plan, PlanRevision):

@@ -2,19 +2,24 @@
 
 `RunState` is what a checkpointer stores: enough to continue at the first unfinished
 step in another process, and nothing a finished step would need again (no transcripts).
+One pydantic model (`SavedRun`) both writes that state and checks it on the way back in,
+so a saved state that was edited or damaged is refused, naming the bad field.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+import pydantic
 
 from agentloops._plan_schema import Plan, PlanRevision, PlanStep, plan_problems
 from agentloops.errors import CheckpointError, TranscriptError, raise_for_stop
 from agentloops.messages import ToolCall, validate_transcript
 from agentloops.model import Usage
 from agentloops.react import ReActResult
+from agentloops.tools import field_errors
 
 STATE_FORMAT = 1
 """The version of the saved run state; a newer one is refused, never misread."""
@@ -72,6 +77,28 @@ class StepRecord:
     """Everything this step's ReAct loop spent (replaced, not added, when a pause resumes)."""
     model_calls: int = 0
     tool_calls: int = 0
+
+
+class SavedRun(pydantic.BaseModel):
+    """The checkpoint form of a `RunState`: what `to_dict` writes and `from_dict` reads."""
+
+    model_config = pydantic.ConfigDict(strict=True, extra="forbid", defer_build=True)
+
+    format: int
+    kind: Literal["plan_execute"]
+    run_id: str
+    task: str
+    plan: Plan
+    steps: list[StepRecord]
+    usage: Usage
+    model_calls: int
+    replans: int
+    reviewed: int
+    paused: dict[str, Any] | None
+    """The paused step's `ReActResult.to_state()`, checked with its transcript on load."""
+    answer: str
+    stop_reason: PlanStopReason
+    detail: str
 
 
 @dataclass(kw_only=True)
@@ -161,35 +188,41 @@ class RunState:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "format": STATE_FORMAT,
-            "kind": "plan_execute",
-            "run_id": self.run_id,
-            "task": self.task,
-            "plan": self.plan.model_dump(mode="json"),
-            "steps": [dataclasses.asdict(s) for s in self.steps],
-            "usage": dataclasses.asdict(self.usage),
-            "model_calls": self.model_calls,
-            "replans": self.replans,
-            "reviewed": self.reviewed,
-            "paused": self.paused.to_state() if self.paused is not None else None,
-            "answer": self.answer,
-            "stop_reason": self.stop_reason,
-            "detail": self.detail,
-        }
+        saved = SavedRun(
+            format=STATE_FORMAT,
+            kind="plan_execute",
+            run_id=self.run_id,
+            task=self.task,
+            plan=self.plan,
+            steps=self.steps,
+            usage=self.usage,
+            model_calls=self.model_calls,
+            replans=self.replans,
+            reviewed=self.reviewed,
+            paused=self.paused.to_state() if self.paused is not None else None,
+            answer=self.answer,
+            stop_reason=self.stop_reason,
+            detail=self.detail,
+        )
+        return saved.model_dump(mode="json")
 
     @classmethod
     def from_dict(cls, run_id: str, data: dict[str, Any] | None) -> RunState:
-        """Rebuild a saved state.
+        """Rebuild a saved state, checked field by field.
 
         Raises:
             CheckpointError: no state (an unknown run), a state from a newer agentloops,
-                or one that is not a Plan-and-Execute state or is malformed.
+                or one that is not a Plan-and-Execute state or is malformed (naming each
+                bad field, e.g. `steps.1.status`).
         """
         if data is None:
             raise CheckpointError(f"no saved run with id {run_id!r}", run_id=run_id)
-        version = data.get("format")
-        if data.get("kind") != "plan_execute" or not isinstance(version, int):
+        version = data.get("format") if isinstance(data, dict) else None
+        if (
+            not isinstance(data, dict)
+            or data.get("kind") != "plan_execute"
+            or not isinstance(version, int)
+        ):
             raise CheckpointError(
                 f"run {run_id!r}: the saved state is not a Plan-and-Execute run", run_id=run_id
             )
@@ -200,35 +233,36 @@ class RunState:
                 run_id=run_id,
             )
         try:
-            steps = [StepRecord(**{**s, "usage": Usage(**s["usage"])}) for s in data["steps"]]
-            paused = data["paused"]
-            state = cls(
-                run_id=data["run_id"],
-                task=data["task"],
-                plan=Plan.model_validate(data["plan"]),
-                steps=steps,
-                usage=Usage(**data["usage"]),
-                model_calls=data["model_calls"],
-                replans=data["replans"],
-                reviewed=data["reviewed"],
-                paused=None,  # checked below, before anything could send it
-                answer=data["answer"],
-                stop_reason=data["stop_reason"],
-                detail=data["detail"],
-            )
-        except (KeyError, TypeError, ValueError) as exc:  # pydantic errors are ValueErrors
+            # Through JSON: strict mode there still reads objects into dataclasses and models.
+            saved = SavedRun.model_validate_json(json.dumps(data))
+        except (TypeError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
+            errors = exc if isinstance(exc, pydantic.ValidationError) else None
+            why = "; ".join(field_errors(errors, root="state")) if errors else str(exc)
             raise CheckpointError(
-                f"run {run_id!r}: the saved state is malformed ({type(exc).__name__}: {exc})",
-                run_id=run_id,
+                f"run {run_id!r}: the saved state is malformed: {why}", run_id=run_id
             ) from exc
+        state = cls(
+            run_id=saved.run_id,
+            task=saved.task,
+            plan=saved.plan,
+            steps=saved.steps,
+            usage=saved.usage,
+            model_calls=saved.model_calls,
+            replans=saved.replans,
+            reviewed=saved.reviewed,
+            paused=None,  # checked below, before anything could send it
+            answer=saved.answer,
+            stop_reason=saved.stop_reason,
+            detail=saved.detail,
+        )
         if len(state.steps) != len(state.plan.steps):
             raise CheckpointError(
                 f"run {run_id!r}: the saved state is malformed (steps do not match the plan)",
                 run_id=run_id,
             )
-        if paused is not None:  # never send a broken transcript to the provider
+        if saved.paused is not None:  # never send a broken transcript to the provider
             try:
-                state.paused = ReActResult.from_state(paused)
+                state.paused = ReActResult.from_state(saved.paused)
                 validate_transcript(state.paused.messages, allow_pending=True)
                 if not state.paused.pending_approvals:
                     raise TranscriptError("its last turn does not hold the pending calls")

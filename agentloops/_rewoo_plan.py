@@ -1,17 +1,18 @@
 """The ReWOO plan schema the planner fills, and the checks a plan passes before it runs.
 
-Validation reports every problem at once, so one re-plan can fix them all.
+Validation reports every problem at once (up to a bound), so one re-plan can fix them
+all, and takes time linear in the plan's size.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import pydantic
 
 from agentloops._placeholders import STEP_ID, masked_errors, references
+from agentloops._problems import Problems, listed
 from agentloops._scheduler import cycles
 from agentloops.errors import PlanValidationError
 from agentloops.tools import Tool, ToolRegistry, field_errors
@@ -29,8 +30,29 @@ class ReWOOPlanStep(pydantic.BaseModel):
         description="arguments matching the tool's schema; \"#E<n>\" stands for step n's output"
     )
     depends_on: list[str] = pydantic.Field(
-        default_factory=list, description="the step ids whose outputs this step uses"
+        default_factory=list,
+        description=(
+            "optional; leave it out and the step waits for exactly the steps whose #E "
+            "placeholders its tool_args use. Give it only to also wait for a step whose "
+            "output it does not use; it must then list every step it uses too"
+        ),
     )
+
+    @pydantic.model_validator(mode="before")
+    @classmethod
+    def _null_is_omitted(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "depends_on" in data and data["depends_on"] is None:
+            return {k: v for k, v in data.items() if k != "depends_on"}
+        return data
+
+    @pydantic.model_validator(mode="after")
+    def _derive_depends_on(self) -> ReWOOPlanStep:
+        # Omitted: the placeholders say it all. Set through __dict__ so `model_fields_set`
+        # still tells a derived list (nothing to check) from one the planner wrote.
+        if "depends_on" not in self.model_fields_set:
+            derived = [r for r in references(self.tool_args) if r != self.step_id]
+            self.__dict__["depends_on"] = derived
+        return self
 
 
 class ReWOOPlan(pydantic.BaseModel):
@@ -69,42 +91,50 @@ def validate_plan(
 
 
 def plan_problems(plan: ReWOOPlan, registry: ToolRegistry, max_steps: int) -> list[str]:
+    """Every reason `plan` must not run (the first `MAX_PROBLEMS`, then a count)."""
     steps = plan.steps
     if not steps:
         return ["the plan has no steps: plan at least one tool call"]
-    problems = []
+    problems = Problems()
     if len(steps) > max_steps:
-        problems.append(f"the plan has {len(steps)} steps; max_steps={max_steps}")
-    known = {s.step_id for s in steps}
-    for step_id, n in Counter(s.step_id for s in steps).items():
-        if n > 1:
-            at = ", ".join(str(i) for i, s in enumerate(steps, 1) if s.step_id == step_id)
-            problems.append(f"step_id {step_id!r} is used by {n} steps (positions {at})")
+        problems.add(f"the plan has {len(steps)} steps; max_steps={max_steps}")
+    positions: dict[str, list[int]] = {}
+    for i, s in enumerate(steps, 1):
+        positions.setdefault(s.step_id, []).append(i)
+    for step_id, at in positions.items():
+        if len(at) > 1:
+            problems.add(
+                f"step_id {step_id!r:.40} is used by {len(at)} steps (positions {listed(at)})"
+            )
+    usable = ", ".join(t.name for t in registry if not t.requires_approval) or "(none)"
     for position, step in enumerate(steps, 1):
-        problems.extend(_step_problems(position, step, known, registry))
+        problems.extend(_step_problems(position, step, positions, registry, usable))
     graph: dict[str, list[str]] = {}
     for s in steps:  # self-dependencies and unknown ids are reported per step
         graph.setdefault(s.step_id, []).extend(
-            d for d in s.depends_on if d != s.step_id and d in known
+            d for d in s.depends_on if d != s.step_id and d in positions
         )
     for path in cycles(graph):
-        problems.append(f"dependency cycle {' -> '.join(path)}: none of these steps can start")
-    return problems
+        problems.add(f"dependency cycle {' -> '.join(path)}: none of these steps can start")
+    return problems.listed()
 
 
 def _step_problems(
-    position: int, step: ReWOOPlanStep, known: set[str], registry: ToolRegistry
+    position: int,
+    step: ReWOOPlanStep,
+    known: dict[str, list[int]],
+    registry: ToolRegistry,
+    usable: str,
 ) -> list[str]:
     sid = step.step_id
     if STEP_ID.fullmatch(sid):
-        label, problems = sid, []
+        label, problems = (sid if len(sid) <= 40 else f"{sid[:40]}..."), []
     else:
-        label = f"step {position} ({sid!r})"
+        label = f"step {position} ({sid!r:.40})"
         problems = [f"{label}: step_id must be #E and a positive number: #E1, #E2, ..."]
     tool = registry.get(step.tool_name)
     if tool is None:
-        available = ", ".join(t.name for t in registry if not t.requires_approval) or "(none)"
-        problems.append(f"{label}: unknown tool {step.tool_name!r}; available: {available}")
+        problems.append(f"{label}: unknown tool {step.tool_name!r:.60}; available: {usable}")
     elif tool.requires_approval:
         problems.append(
             f"{label}: tool {tool.name!r} requires human approval, which the ReWOO worker "
@@ -117,17 +147,22 @@ def _step_problems(
             errors = masked_errors(exc)
             if errors:
                 problems.append(f"{label}: tool_args fail {tool.name!r}: {'; '.join(errors)}")
-    for dep in dict.fromkeys(step.depends_on):
-        if dep == sid:
-            problems.append(f"{label}: depends on itself")
-        elif dep not in known:
-            problems.append(f"{label}: depends_on names {dep!r}, which is no step of the plan")
+    explicit = "depends_on" in step.model_fields_set  # a derived list holds no mistakes
+    depends_on = set(step.depends_on)
+    if explicit:
+        for dep in dict.fromkeys(step.depends_on):
+            if dep == sid:
+                problems.append(f"{label}: depends on itself")
+            elif dep not in known:
+                problems.append(
+                    f"{label}: depends_on names {dep!r:.40}, which is no step of the plan"
+                )
     for ref in references(step.tool_args):
         if ref == sid:
-            if sid not in step.depends_on:
-                problems.append(f"{label}: tool_args use its own output {ref}")
+            if sid not in depends_on:
+                problems.append(f"{label}: tool_args use its own output {ref:.40}")
         elif ref not in known:
-            problems.append(f"{label}: tool_args use {ref}, which is no step of the plan")
-        elif ref not in step.depends_on:
+            problems.append(f"{label}: tool_args use {ref:.40}, which is no step of the plan")
+        elif ref not in depends_on:
             problems.append(f"{label}: tool_args use {ref}, but depends_on does not list it")
     return problems

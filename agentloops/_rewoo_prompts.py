@@ -30,8 +30,10 @@ tool's JSON Schema.
 exactly "#E1" is replaced by step #E1's output (a number or JSON output is checked \
 against the argument's type after it is substituted); "#E1" inside a longer string is \
 replaced by the output text, as in "population of #E1".
-- List in depends_on every step whose placeholder a step uses, and only steps of this \
-plan. No step may depend on itself, and dependencies must not form a cycle.
+- depends_on is optional: leave it out and a step waits for exactly the steps whose \
+placeholders it uses. Write it only to make a step also wait for a step whose output it \
+does not use; it must then list every step whose placeholder it uses as well. No step \
+may depend on itself, and dependencies must not form a cycle.
 - Steps that do not depend on each other run at the same time: prefer a wide plan over a \
 long chain, and plan no more steps than the task needs.
 - Do not plan a step that writes the final answer: the solver does that.

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from agentloops._jsonl import JSONLFile, as_text, read_records
 from agentloops._pickling import ensure_picklable, pickler_for
-from agentloops.errors import ConfigurationError
+from agentloops.errors import ConfigurationError, RecordWriteError
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,7 +67,9 @@ def run_many(
             holds a success for (failed ones run again) and returns their recorded
             items. Outputs are stored as JSON: `to_state()` if they have it (e.g.
             `ReActResult`), a pydantic model's dump, a dataclass as a dict, else the
-            value itself (`str()` for what JSON cannot hold).
+            value itself (`str()` for what JSON cannot hold). Lines are written whole
+            or not at all; unreadable lines (a torn last one) are skipped with a
+            `RuntimeWarning`, and a torn last line is cut off before appending.
         key: how an input is recognised in the JSONL file. Default: its canonical JSON
             (sorted keys), so inputs must then be JSON-serialisable.
         progress: draw a one-line progress bar on stderr. `None`: only when stderr is
@@ -75,6 +78,9 @@ def run_many(
     Raises:
         ConfigurationError: `max_workers < 1`; `fn` or an input cannot be pickled for
             `executor` (naming the culprit); with `jsonl`, an input has no JSON key.
+        RecordWriteError: the `jsonl` file could not be written (a full disk): its
+            `.result` holds every item finished so far, in input order, and queued
+            runs are cancelled.
 
     Examples:
         >>> items = run_many(lambda x: 10 // x, [5, 0, 2], progress=False)
@@ -99,7 +105,9 @@ def run_many(
                 ensure_picklable(value, f"input {i} ({value!r:.60})", executor=executor)
     futures: dict[Future[tuple[Any, str | None, float]], int] = {}
     with contextlib.ExitStack() as stack:
-        log = stack.enter_context(Path(jsonl).open("a", encoding="utf-8")) if jsonl else None
+        log = JSONLFile(jsonl, report=False) if jsonl is not None else None  # _load reported
+        if log is not None:
+            stack.callback(log.close)
         pool = executor
         if pool is None:
             pool = ThreadPoolExecutor(max_workers, thread_name_prefix="agentloops-batch")
@@ -114,7 +122,11 @@ def run_many(
                 i = futures[future]
                 items[i] = item = _item(todo[i], future)
                 if log is not None:
-                    _append(log, keys[i], item)
+                    try:
+                        log.append(_record(keys[i], item))
+                    except RecordWriteError as exc:
+                        exc.result = [it for it in items if it is not None]
+                        raise
                 bar.update(item)
                 if on_result is not None:
                     on_result(item)
@@ -157,48 +169,48 @@ def _key(key: Callable[[Any], str] | None, value: Any, index: int) -> str:
 def _load(path: Path) -> dict[str, BatchItem]:
     """Successful items recorded in `path`, by key; the last line for a key wins."""
     done: dict[str, BatchItem] = {}
-    if not path.exists():
+    if not path.is_file():  # not there yet (or a device such as /dev/null)
         return done
-    with path.open(encoding="utf-8") as f:
-        for line in f:
-            try:
-                record = json.loads(line)
-                k = record["key"]
-                item = BatchItem(
-                    input=record["input"],
-                    output=record["output"],
-                    error=record["error"],
-                    seconds=record["seconds"],
-                )
-            except (ValueError, KeyError, TypeError):
-                continue  # a line cut short by the interruption being resumed from
-            if item.ok:
-                done[k] = item
-            else:
-                done.pop(k, None)
+    for record in read_records(path):
+        try:
+            k = record["key"]
+            item = BatchItem(
+                input=record["input"],
+                output=record["output"],
+                error=record["error"],
+                seconds=record["seconds"],
+            )
+        except KeyError:
+            continue  # a JSON line that is not one of ours
+        if item.ok:
+            done[k] = item
+        else:
+            done.pop(k, None)
     return done
 
 
-def _append(log: TextIO, key: str, item: BatchItem) -> None:
-    record = {
+def _record(key: str, item: BatchItem) -> dict[str, Any]:
+    return {
         "key": key,
         "input": _jsonable(item.input),
         "output": _jsonable(item.output),
         "error": item.error,
         "seconds": round(item.seconds, 6),
     }
-    log.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
-    log.flush()
 
 
 def _jsonable(value: Any) -> Any:
-    to_state = getattr(value, "to_state", None)
-    if callable(to_state):
-        return to_state()
-    if hasattr(value, "model_dump"):
-        return value.model_dump(mode="json")
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
+    """The JSON form of an input or output; its `str()` when that form cannot be made."""
+    try:
+        to_state = getattr(value, "to_state", None)
+        if callable(to_state):
+            return to_state()
+        if hasattr(value, "model_dump"):
+            return value.model_dump(mode="json")
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            return dataclasses.asdict(value)
+    except Exception:  # a to_state or a dump that fails: the record keeps its text
+        return as_text(value)
     return value
 
 

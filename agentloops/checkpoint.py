@@ -7,6 +7,7 @@ one machine can share (WAL, one transaction per save, a busy timeout).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -97,6 +98,14 @@ class MemoryCheckpointer:
             return list(self._states)
 
 
+def _rollback(conn: sqlite3.Connection) -> None:
+    """Undo the open transaction, if SQLite has not already (it does on a full disk):
+    the error that got us here is the one to report, never a failed rollback."""
+    if conn.in_transaction:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+
+
 class SQLiteCheckpointer:
     """States in one SQLite file, shared by threads and by processes on one machine.
 
@@ -174,7 +183,7 @@ class SQLiteCheckpointer:
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            _rollback(conn)
             raise
 
     @contextmanager
@@ -185,8 +194,10 @@ class SQLiteCheckpointer:
             try:
                 yield conn
             except sqlite3.Error as exc:  # locked past the timeout, disk full, I/O error, ...
+                code = getattr(exc, "sqlite_errorname", None)  # Python 3.11+
+                why = f"{exc} ({code})" if code else str(exc)
                 raise CheckpointError(
-                    f"{self.path}: could not {action}: {exc}", run_id=run_id
+                    f"{self.path}: could not {action}: {why}", run_id=run_id
                 ) from exc
 
     def save(self, run_id: str, state: dict[str, Any]) -> None:
@@ -202,7 +213,7 @@ class SQLiteCheckpointer:
                 )
                 conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                _rollback(conn)
                 raise
 
     def load(self, run_id: str) -> dict[str, Any] | None:

@@ -7,6 +7,7 @@
     ├── TranscriptError             a transcript the provider would reject
     ├── PlanValidationError         a plan that must not run (`.problems`)
     ├── CheckpointError             a saved run that cannot be loaded (`.run_id`)
+    ├── RecordWriteError            a JSONL record could not be written (`.path`; an OSError)
     └── RunError                    a run stopped short of an answer (`.result`)
         ├── StepLimitExceeded       `max_steps` (or `max_tool_calls`) reached
         ├── BudgetExceeded          the token budget is spent
@@ -93,6 +94,18 @@ class CheckpointError(AgentLoopsError):
     def __init__(self, message: str, *, run_id: str):
         super().__init__(message)
         self.run_id = run_id
+
+
+class RecordWriteError(AgentLoopsError, OSError):
+    """A JSONL record (a run event, a batch result) could not be written: a full disk,
+    an I/O error. The file is left holding whole lines only; `.errno` is the cause's,
+    and `.result` the partial result (for `run_many`, every item finished so far)."""
+
+    def __init__(self, message: str, *, path: Any, result: Any = None, errno: int | None = None):
+        super().__init__(message)
+        self.path = path
+        self.result = result
+        self.errno = errno
 
 
 class RunError(AgentLoopsError):

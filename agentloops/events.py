@@ -9,14 +9,13 @@ A sink shared by runs on several threads must be thread-safe (`list.append` is;
 from __future__ import annotations
 
 import dataclasses
-import json
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
 
+from agentloops._jsonl import JSONLFile
 from agentloops.messages import Block, ToolCall, block_to_dict
 from agentloops.model import Usage
 from agentloops.tools import ToolOutcome
@@ -173,22 +172,24 @@ def event_to_dict(event: Event) -> dict[str, Any]:
 
 
 class JSONLSink:
-    """Appends one JSON line per event to a file. Thread-safe; use as a context manager."""
+    """Appends one JSON line per event to a file. Thread-safe; use as a context manager.
+
+    Each line is written whole or not at all: a value JSON cannot hold is stored as its
+    text, a torn last line left by a crash is cut off when the file is opened (with a
+    warning), and a write that fails (a full disk) raises `RecordWriteError`, with the
+    file cut back to its last whole line; the loop that was running attaches its
+    partial result to the error.
+    """
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self._lock = threading.Lock()
-        self._file: TextIO = self.path.open("a", encoding="utf-8")
+        self._file = JSONLFile(self.path)
 
     def __call__(self, event: Event) -> None:
-        line = json.dumps(event_to_dict(event), default=str)
-        with self._lock:
-            self._file.write(line + "\n")
-            self._file.flush()
+        self._file.append(event_to_dict(event))
 
     def close(self) -> None:
-        with self._lock:
-            self._file.close()
+        self._file.close()
 
     def __enter__(self) -> JSONLSink:
         return self

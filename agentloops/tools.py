@@ -1,33 +1,49 @@
 """Tools: plain functions with type hints, and the registry that calls them safely.
 
-`ToolRegistry.call` never raises for a tool's own failure. An unknown name, bad
-arguments, an exception, a timeout or an over-long output all come back as an
-`is_error` outcome whose text the model can act on.
+`ToolRegistry.call` and `await ToolRegistry.acall` never raise for a tool's own failure.
+An unknown name, bad arguments, an exception, a value that cannot become text, a
+timeout or an over-long output all come back as an `is_error` outcome whose text
+(capped like any output) the model can act on.
 """
 
 from __future__ import annotations
 
-import contextvars
+import copy
 import importlib
-import inspect
-import json
 import re
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, get_type_hints
+from typing import TYPE_CHECKING, Any, Generic, Literal, Union, overload
 
 import pydantic
 
+from agentloops._tool_runtime import TimedOut, ToolRuntime
+from agentloops._tool_schema import arguments_model, is_async
+from agentloops._tool_text import capped, describe, to_text
 from agentloops.errors import ConfigurationError
 from agentloops.messages import ToolCall
 from agentloops.model import ToolSpec
 
+if TYPE_CHECKING:  # defaults let a bare `Tool` mean `Tool[..., Any]`
+    from typing_extensions import ParamSpec, TypeVar
+
+    P = ParamSpec("P", default=...)
+    R = TypeVar("R", default=Any)
+else:
+    from typing import ParamSpec, TypeVar
+
+    P = ParamSpec("P")
+    R = TypeVar("R")
+
 Decision = Literal["allow", "deny", "ask"]
 ApprovalPolicy = Callable[[ToolCall], Decision]
 """Decides per call: run it, refuse it, or pause for a human."""
+
+ApprovalRule = Union[bool, Callable[[dict[str, Any]], object]]  # noqa: UP007 (a runtime alias)
+"""`requires_approval`: always (`True`), never (`False`), or a predicate on the call's
+arguments (validated, defaults filled in) that answers whether to ask a human."""
 
 INVALID_ARGUMENTS = "__invalid_arguments__"
 """The key a provider puts in `ToolCall.args` when the model's arguments did not parse
@@ -35,7 +51,7 @@ INVALID_ARGUMENTS = "__invalid_arguments__"
 error result and never runs the tool."""
 
 _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-_ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters):\s*$")
+_ATOMS = frozenset({str, int, float, bool, type(None)})
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -47,23 +63,24 @@ class ToolOutcome:
     seconds: float = 0.0
 
 
-class Tool:
+class Tool(Generic[P, R]):
     """A function the model may call, with the JSON Schema of its arguments.
 
     Build one with the `tool` decorator or `Tool.from_function`. A `Tool` is still
-    callable like the function it wraps.
+    callable like the function it wraps, with the same signature (for type checkers too).
     """
 
     def __init__(
         self,
-        fn: Callable[..., Any],
+        fn: Callable[P, R],
         *,
         name: str,
         description: str,
         args_model: type[pydantic.BaseModel],
         read_only: bool = True,
-        requires_approval: bool = False,
+        requires_approval: ApprovalRule = False,
         timeout: float | None = None,
+        concurrent: bool = True,
     ):
         self.fn = fn
         self.name = name
@@ -71,54 +88,51 @@ class Tool:
         self.args_model = args_model
         self.read_only = read_only
         self.requires_approval = requires_approval
+        """`True`, `False`, or a predicate on the arguments; ask with `needs_approval`."""
         self.timeout = timeout
+        self.concurrent = concurrent
+        """`False`: one call at a time, across every registry, loop and driver."""
+        self.is_async = is_async(fn)
         self.input_schema: dict[str, Any] = args_model.model_json_schema()
         self.input_schema.pop("title", None)
         self.__module__ = getattr(fn, "__module__", __name__)
         self.__doc__ = fn.__doc__
         self._validate = args_model.__pydantic_validator__.validate_python
+        self._runtime = ToolRuntime(concurrent=concurrent)
 
     @classmethod
     def from_function(
         cls,
-        fn: Callable[..., Any],
+        fn: Callable[P, R],
         *,
         name: str | None = None,
         description: str | None = None,
         read_only: bool = True,
-        requires_approval: bool = False,
+        requires_approval: ApprovalRule = False,
         timeout: float | None = None,
-    ) -> Tool:
+        concurrent: bool = True,
+    ) -> Tool[P, R]:
         """Build a tool from a function's signature, type hints and docstring.
+
+        `fn` may be an `async def` function: `ToolRegistry.acall` awaits it on the
+        event loop, and `ToolRegistry.call` runs it to completion.
 
         Raises:
             ConfigurationError: a parameter without a type hint, `*args`/`**kwargs`,
-                a name the providers reject, or a non-positive timeout.
+                a name the providers reject, a non-positive timeout, or a
+                `requires_approval` that is neither a bool nor callable.
         """
         name = name or fn.__name__
         if not _NAME.match(name):
-            raise ConfigurationError(f"tool name {name!r} must match {_NAME.pattern}")
+            raise ConfigurationError(f"tool {name!r} must match {_NAME.pattern}")
         if timeout is not None and timeout <= 0:
             raise ConfigurationError(f"tool {name!r}: timeout must be > 0, got {timeout}")
-        summary, param_docs = _parse_docstring(inspect.getdoc(fn) or "")
-        try:
-            hints = get_type_hints(fn, include_extras=True)
-        except Exception as exc:  # an unresolvable forward reference
-            raise ConfigurationError(f"tool {name!r}: cannot resolve type hints: {exc}") from exc
-        fields: dict[str, Any] = {}
-        for param in inspect.signature(fn).parameters.values():
-            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-                raise ConfigurationError(f"tool {name!r}: *args and **kwargs cannot be described")
-            if param.name not in hints:
-                raise ConfigurationError(
-                    f"tool {name!r}: parameter {param.name!r} needs a type hint"
-                )
-            default = ... if param.default is param.empty else param.default
-            doc = param_docs.get(param.name)
-            fields[param.name] = (hints[param.name], pydantic.Field(default, description=doc))
-        args_model = pydantic.create_model(
-            f"{name}_args", __config__=pydantic.ConfigDict(extra="forbid"), **fields
-        )
+        if not isinstance(requires_approval, bool) and not callable(requires_approval):
+            raise ConfigurationError(
+                f"tool {name!r}: requires_approval must be a bool or a predicate on the "
+                f"arguments, got {requires_approval!r:.60}"
+            )
+        args_model, summary = arguments_model(fn, name)
         return cls(
             fn,
             name=name,
@@ -127,6 +141,7 @@ class Tool:
             read_only=read_only,
             requires_approval=requires_approval,
             timeout=timeout,
+            concurrent=concurrent,
         )
 
     def spec(self) -> ToolSpec:
@@ -137,7 +152,27 @@ class Tool:
         """Validated keyword arguments for the function; raises `pydantic.ValidationError`."""
         return self._validate(args).__dict__  # type: ignore[no-any-return]
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def needs_approval(self, args: Mapping[str, Any]) -> bool:
+        """Whether a call with these arguments must wait for a human.
+
+        A predicate gets the arguments as the function would (validated, defaults filled
+        in, a copy it may not change). Arguments that fail validation, or a predicate
+        that raises, mean "ask": the safe side.
+        """
+        rule = self.requires_approval
+        if not callable(rule):
+            return bool(rule)
+        try:
+            return bool(rule(self.validate(_copied(dict(args)))))
+        except Exception:
+            return True
+
+    @property
+    def abandoned_threads(self) -> int:
+        """Calls that timed out (or were cancelled) whose threads are still running."""
+        return self._runtime.abandoned
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.fn(*args, **kwargs)
 
     def __repr__(self) -> str:
@@ -145,17 +180,36 @@ class Tool:
 
     def __reduce__(self) -> tuple[Any, ...]:
         # A decorated module-level function is shadowed by its Tool: pickle it by name.
-        module, qualname = getattr(self.fn, "__module__", None), self.fn.__qualname__
-        if module and _lookup(module, qualname) is self:
-            return (_lookup, (module, qualname))
+        by_name = self._by_name()
+        if by_name is not None:
+            return (_lookup, by_name)
         options = (self.name, self.description, self.read_only, self.requires_approval)
-        return (_rebuild, (self.fn, *options, self.timeout))
+        return (_rebuild, (self.fn, *options, self.timeout, self.concurrent))
+
+    def _by_name(self) -> tuple[str, str] | None:
+        """`(module, qualname)` when this tool pickles by name, else `None` (by value)."""
+        module, qualname = getattr(self.fn, "__module__", None), self.fn.__qualname__
+        return (module, qualname) if module and _find(module, qualname) is self else None
+
+
+def _find(module: str, qualname: str) -> Any:
+    obj: Any = sys.modules.get(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None)
+    return obj
 
 
 def _lookup(module: str, qualname: str) -> Any:
+    """Where a tool pickled by name is found again (in the receiving process)."""
     obj: Any = sys.modules.get(module) or importlib.import_module(module)
     for part in qualname.split("."):
-        obj = getattr(obj, part, None)
+        if not hasattr(obj, part):
+            raise AttributeError(
+                f"tool {qualname!r} is not defined in module {module!r} in this process "
+                f"(was it defined under `if __name__ == '__main__':`?); define tools in a "
+                f"module every process can import"
+            )
+        obj = getattr(obj, part)
     return obj
 
 
@@ -164,8 +218,9 @@ def _rebuild(
     name: str,
     description: str,
     read_only: bool,
-    requires_approval: bool,
+    requires_approval: ApprovalRule,
     timeout: float | None,
+    concurrent: bool = True,
 ) -> Tool:
     return Tool.from_function(
         fn,
@@ -174,7 +229,34 @@ def _rebuild(
         read_only=read_only,
         requires_approval=requires_approval,
         timeout=timeout,
+        concurrent=concurrent,
     )
+
+
+@overload
+def tool(
+    fn: Callable[P, R],
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    read_only: bool = True,
+    requires_approval: ApprovalRule = False,
+    timeout: float | None = None,
+    concurrent: bool = True,
+) -> Tool[P, R]: ...
+
+
+@overload
+def tool(
+    fn: None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    read_only: bool = True,
+    requires_approval: ApprovalRule = False,
+    timeout: float | None = None,
+    concurrent: bool = True,
+) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
 
 
 def tool(
@@ -183,10 +265,13 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     read_only: bool = True,
-    requires_approval: bool = False,
+    requires_approval: ApprovalRule = False,
     timeout: float | None = None,
+    concurrent: bool = True,
 ) -> Any:
-    """Turn a typed function into a `Tool`, with or without arguments.
+    """Turn a typed function (sync or `async def`) into a `Tool`, with or without arguments.
+
+    The result keeps the function's signature for type checkers: `Tool[P, R]`.
 
     Examples:
         >>> @tool
@@ -195,6 +280,8 @@ def tool(
         ...     return a + b
         >>> add.input_schema["required"]
         ['a', 'b']
+        >>> add(2, 3)
+        5
     """
 
     def wrap(f: Callable[..., Any]) -> Tool:
@@ -205,54 +292,10 @@ def tool(
             read_only=read_only,
             requires_approval=requires_approval,
             timeout=timeout,
+            concurrent=concurrent,
         )
 
     return wrap(fn) if fn is not None else wrap
-
-
-def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
-    """The description (docstring without its Args section) and per-parameter text."""
-    summary: list[str] = []
-    params: dict[str, str] = {}
-    in_args, current = False, ""
-    for line in doc.splitlines():
-        if _ARGS_HEADER.match(line):
-            in_args = True
-            continue
-        if in_args:
-            if line and not line[0].isspace():
-                in_args = False  # the next section (Returns:, Raises:, ...) ends it
-            else:
-                match = re.match(r"^\s+(\w+)\s*(?:\([^)]*\))?:\s*(.*)$", line)
-                if match:
-                    current = match.group(1)
-                    params[current] = match.group(2).strip()
-                elif current and line.strip():
-                    params[current] += " " + line.strip()
-                continue
-        if not in_args and re.match(r"^(Returns|Raises|Yields|Example|Examples):\s*$", line):
-            break
-        summary.append(line)
-    return "\n".join(summary).strip(), params
-
-
-_encode = json.JSONEncoder(ensure_ascii=False, default=str).encode
-"""One encoder for every tool output (json.dumps with options builds a new one per call)."""
-
-
-def _to_text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    if value is None:
-        return "(no output)"
-    if isinstance(value, pydantic.BaseModel):
-        return value.model_dump_json()
-    if isinstance(value, dict | list | tuple | int | float | bool):
-        try:
-            return _encode(value)
-        except ValueError:  # a circular structure
-            pass
-    return str(value)
 
 
 def field_errors(
@@ -279,31 +322,13 @@ def field_errors(
     return lines
 
 
-class _TimedOut(Exception):
-    pass
-
-
-def _call_with_timeout(fn: Callable[..., Any], kwargs: dict[str, Any], timeout: float) -> Any:
-    """Run on a daemon thread and stop waiting at the deadline (a thread cannot be killed)."""
-    box: list[tuple[bool, Any]] = []
-    done = threading.Event()
-    ctx = contextvars.copy_context()
-
-    def target() -> None:
-        try:
-            box.append((True, ctx.run(fn, **kwargs)))
-        except BaseException as exc:
-            box.append((False, exc))
-        finally:
-            done.set()
-
-    threading.Thread(target=target, daemon=True, name="agentloops-tool").start()
-    if not done.wait(timeout):
-        raise _TimedOut
-    ok, value = box[0]
-    if not ok:
-        raise value
-    return value
+def _copied(args: dict[str, Any]) -> dict[str, Any]:
+    """Arguments the tool may change freely: the transcript, the plan and what a human
+    approved keep theirs. Flat scalar arguments need no copy (validation makes a new dict)."""
+    for value in args.values():
+        if type(value) not in _ATOMS:
+            return copy.deepcopy(args)
+    return args
 
 
 class ToolRegistry:
@@ -311,16 +336,28 @@ class ToolRegistry:
 
     Args:
         tools: `Tool`s or plain typed functions (wrapped with `Tool.from_function`).
-        max_output_chars: longer outputs are cut to head and tail with a marker and
-            returned as an error, so the model narrows its request.
+        max_output_chars: longer outputs (and error texts) are cut to head and tail with
+            a marker and returned as an error, so the model narrows its request.
+        max_abandoned_threads: per tool, how many timed-out calls may still be running on
+            abandoned threads; past it, new calls of that tool are refused with an error
+            outcome until some finish.
     """
 
     def __init__(
-        self, tools: Iterable[Tool | Callable[..., Any]] = (), *, max_output_chars: int = 50_000
+        self,
+        tools: Iterable[Tool | Callable[..., Any]] = (),
+        *,
+        max_output_chars: int = 50_000,
+        max_abandoned_threads: int = 4,
     ):
         if max_output_chars < 200:
             raise ConfigurationError(f"max_output_chars must be >= 200, got {max_output_chars}")
+        if max_abandoned_threads < 1:
+            raise ConfigurationError(
+                f"max_abandoned_threads must be >= 1, got {max_abandoned_threads}"
+            )
         self.max_output_chars = max_output_chars
+        self.max_abandoned_threads = max_abandoned_threads
         self._tools: dict[str, Tool] = {}
         self._specs: list[ToolSpec] | None = None
         for t in tools:
@@ -361,46 +398,106 @@ class ToolRegistry:
         return len(self._tools)
 
     def call(self, name: str, args: dict[str, Any]) -> ToolOutcome:
-        """Run one tool. Never raises for the tool's own failure (see the module docstring).
+        """Run one tool and wait for it. Never raises for the tool's own failure.
 
-        Exceptions that are not `Exception`s (KeyboardInterrupt, SystemExit) propagate.
+        An `async def` tool runs to completion here (on a fresh event loop; under a
+        running loop, in a helper thread: from async code use `acall`). Exceptions that
+        are not `Exception`s (KeyboardInterrupt, SystemExit) propagate.
         """
         start = time.perf_counter()
+        ready = self._prepare(name, args, start)
+        if isinstance(ready, ToolOutcome):
+            return ready
+        t, kwargs = ready
+        try:
+            if t.is_async:
+                value = t._runtime.run_coroutine(t.fn, kwargs, t.timeout)
+            else:
+                value = t._runtime.run(t.fn, kwargs, t.timeout)
+        except Exception as exc:
+            return self._failed(t, exc, start)
+        return self._finished(t, value, start)
+
+    async def acall(self, name: str, args: dict[str, Any]) -> ToolOutcome:
+        """Run one tool from async code: an `async def` tool is awaited on the running
+        event loop, a sync one runs on a thread so the loop never blocks.
+
+        The same rules as `call`; cancelling the caller cancels an async tool, and
+        `CancelledError` propagates (a sync tool's thread runs on, counted as abandoned).
+        """
+        start = time.perf_counter()
+        ready = self._prepare(name, args, start)
+        if isinstance(ready, ToolOutcome):
+            return ready
+        t, kwargs = ready
+        try:
+            if t.is_async:
+                value = await t._runtime.arun(t.fn, kwargs, t.timeout)
+            else:
+                value = await t._runtime.arun_in_thread(t.fn, kwargs, t.timeout)
+        except Exception as exc:
+            return self._failed(t, exc, start)
+        return self._finished(t, value, start)
+
+    # -- shared by call and acall: everything but running the function ----------------
+
+    def _prepare(
+        self, name: str, args: dict[str, Any], start: float
+    ) -> tuple[Tool, dict[str, Any]] | ToolOutcome:
+        """The tool and its own copy of validated arguments, or the error outcome."""
         t = self._tools.get(name)
         if t is None:
             known = ", ".join(self._tools) or "(none)"
-            return _error(f"unknown tool {name!r}; available tools: {known}", start)
+            return self._error(f"unknown tool {name!r}; available tools: {known}", start)
         if not isinstance(args, dict):
-            return _error(f"arguments for {name!r} must be a JSON object, got {args!r:.80}", start)
+            return self._error(
+                f"arguments for {name!r} must be a JSON object, got {type(args).__name__}", start
+            )
         if INVALID_ARGUMENTS in args:
-            return _error(f"invalid arguments for {name!r}: {args[INVALID_ARGUMENTS]}", start)
+            return self._error(f"invalid arguments for {name!r}: {args[INVALID_ARGUMENTS]}", start)
+        stuck = t._runtime.abandoned
+        if stuck >= self.max_abandoned_threads:
+            return self._error(
+                f"{name!r} refused: {stuck} earlier calls timed out and are still running "
+                f"(max_abandoned_threads={self.max_abandoned_threads}); the tool looks hung, "
+                f"so it takes no new calls until they finish",
+                start,
+            )
         try:
-            kwargs = t.validate(args)
+            kwargs = t.validate(_copied(args))
         except pydantic.ValidationError as exc:
-            return _error(f"invalid arguments for {name!r}: {'; '.join(field_errors(exc))}", start)
+            return self._error(
+                f"invalid arguments for {name!r}: {'; '.join(field_errors(exc))}", start
+            )
+        except Exception as exc:  # arguments that cannot be copied, a validator that raises
+            return self._error(
+                f"invalid arguments for {name!r}: {describe(exc, self.max_output_chars)}", start
+            )
+        return t, kwargs
+
+    def _failed(self, t: Tool, exc: Exception, start: float) -> ToolOutcome:
+        if isinstance(exc, TimedOut):
+            waited = " waiting for its earlier call to finish" if exc.waiting else ""
+            return self._error(f"{t.name!r} timed out after {t.timeout} s{waited}", start)
+        return self._error(f"{t.name!r} failed: {describe(exc, self.max_output_chars)}", start)
+
+    def _finished(self, t: Tool, value: Any, start: float) -> ToolOutcome:
         try:
-            if t.timeout is None:
-                value = t.fn(**kwargs)
-            else:
-                value = _call_with_timeout(t.fn, kwargs, t.timeout)
-        except _TimedOut:
-            return _error(f"{name!r} timed out after {t.timeout} s", start)
+            text = to_text(value)
         except Exception as exc:
-            return _error(f"{name!r} failed: {type(exc).__name__}: {exc}", start)
-        text = _to_text(value)
+            kind = type(value).__name__
+            why = describe(exc, self.max_output_chars)
+            return self._error(
+                f"{t.name!r} returned a {kind} that cannot be made text: {why}", start
+            )
         if len(text) > self.max_output_chars:
-            return _error(_cut(text, self.max_output_chars), start)
+            return self._error(text, start)
         return ToolOutcome(content=text, seconds=time.perf_counter() - start)
 
-
-def _error(message: str, start: float) -> ToolOutcome:
-    return ToolOutcome(content=message, is_error=True, seconds=time.perf_counter() - start)
-
-
-def _cut(text: str, limit: int) -> str:
-    keep = (limit - 120) // 2
-    cut = len(text) - 2 * keep
-    return (
-        f"{text[:keep]}\n[... output too long: {cut} of {len(text)} characters cut; "
-        f"ask for less ...]\n{text[-keep:]}"
-    )
+    def _error(self, text: str, start: float) -> ToolOutcome:
+        """An error outcome; its text is capped like any output."""
+        return ToolOutcome(
+            content=capped(text, self.max_output_chars),
+            is_error=True,
+            seconds=time.perf_counter() - start,
+        )

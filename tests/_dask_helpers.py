@@ -7,7 +7,9 @@ import mode), and Dask's spawned workers inherit the parent's `sys.path`.
 from __future__ import annotations
 
 import os
+import sys
 import threading
+from typing import Any
 
 from agentloops import ModelError, ReActLoop, ReActResult, Tool, tool
 from agentloops.testing import ScriptedModel, use_tools
@@ -61,3 +63,18 @@ class Counter:
 
 
 locked_bump = Tool.from_function(Counter().bump)
+
+
+def script_lookup(key: str) -> str:
+    """Look a key up."""
+    return key.upper()
+
+
+def script_made_tool(monkeypatch: Any) -> Tool:
+    """A decorated tool as `python script.py` makes it: module __main__, found there by
+    name (so it pickles by name), which no worker process can import back."""
+    monkeypatch.setattr(script_lookup, "__module__", "__main__")
+    monkeypatch.setattr(script_lookup, "__qualname__", "agentloops_test_lookup")
+    made = Tool.from_function(script_lookup, name="lookup")
+    monkeypatch.setattr(sys.modules["__main__"], "agentloops_test_lookup", made, raising=False)
+    return made

@@ -133,9 +133,12 @@ def test_an_interrupted_batch_resumes_where_it_stopped(tmp_path):
     with path.open("a") as f:
         f.write('{"key": "5", "input": 5, "outp')  # the line a kill cut short
     ran.clear()
-    items = run_many(work, range(6), jsonl=path)
+    with pytest.warns(RuntimeWarning, match=r"skipped 1 unreadable line\(s\) \(\d\)"):
+        items = run_many(work, range(6), jsonl=path)
     assert [it.output for it in items] == list(range(6))
     assert sorted(ran) == sorted(set(range(6)) - recorded)
+    records = [json.loads(line) for line in path.read_text().splitlines()]  # all whole
+    assert sorted(r["input"] for r in records) == list(range(6))
 
 
 class Point(pydantic.BaseModel):

@@ -231,3 +231,46 @@ def test_a_failing_write_is_a_checkpoint_error_and_rolls_back(tmp_path: Path) ->
     assert store.load("kept") == {"n": 1} and store.load("new") is None
     store.save("kept", {"n": 3})  # the connection is usable again: the transaction rolled back
     assert store.load("kept") == {"n": 3}
+
+
+def test_a_write_sqlite_already_rolled_back_reports_its_own_error(tmp_path: Path) -> None:
+    # On a full disk SQLite may roll the whole transaction back itself; RAISE(ROLLBACK)
+    # does the same. The error must name that cause, not a failed second rollback.
+    path = tmp_path / "runs.sqlite"
+    store = SQLiteCheckpointer(path)
+    store.save("kept", {"n": 1})
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "CREATE TRIGGER full BEFORE INSERT ON runs WHEN NEW.run_id = 'new' "
+            "BEGIN SELECT RAISE(ROLLBACK, 'database or disk is full'); END"
+        )
+    with pytest.raises(CheckpointError) as caught:
+        store.save("new", {"n": 2})
+    assert "could not save run 'new': database or disk is full" in str(caught.value)
+    assert "cannot rollback" not in str(caught.value)
+    store.save("kept", {"n": 3})
+    assert store.load("kept") == {"n": 3} and store.load("new") is None
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs RLIMIT_FSIZE")
+def test_a_disk_that_fills_mid_save_names_the_io_error(tmp_path: Path) -> None:
+    script = textwrap.dedent(
+        f"""
+        import resource, signal
+        from agentloops import CheckpointError, SQLiteCheckpointer
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        store = SQLiteCheckpointer({str(tmp_path / "runs.sqlite")!r})
+        store.save("kept", {{"n": 1}})
+        resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))  # the disk fills up
+        try:
+            store.save("big", {{"pad": "x" * 1_000_000}})
+        except CheckpointError as exc:
+            print(exc)
+        print(store.load("kept"), store.load("big"))
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    error, loaded = out.stdout.splitlines()
+    assert "could not save run 'big': disk I/O error" in error, error
+    assert "cannot rollback" not in error
+    assert loaded == "{'n': 1} None"

@@ -15,7 +15,7 @@ from agentloops import (
     ReWOOPlanStep,
     run_many,
 )
-from agentloops.testing import ScriptedModel
+from agentloops.testing import ScriptedModel, respond_structured
 
 distributed = pytest.importorskip("distributed")
 
@@ -110,3 +110,22 @@ def test_rewoo_names_a_tool_that_cannot_reach_the_workers(executor):
     )
     with pytest.raises(ConfigurationError, match="tool 'bump'"):
         ReWOOPipeline(ScriptedModel([]), [helpers.locked_bump], executor=executor).work(plan)
+
+
+def test_a_tool_from_the_script_being_run_is_refused_before_submission(executor, monkeypatch):
+    lookup = helpers.script_made_tool(monkeypatch)
+    plan = ReWOOPlan(
+        steps=[
+            ReWOOPlanStep(
+                step_id="#E1", description="find", tool_name="lookup", tool_args={"key": "a"}
+            )
+        ]
+    )
+    planner = ScriptedModel([respond_structured(plan.model_dump()), "answered anyway"])
+    pipeline = ReWOOPipeline(planner, [lookup], executor=executor)
+    with pytest.raises(ConfigurationError) as info:
+        pipeline.run("look a up")
+    assert "tool 'lookup' is defined in the script being run (module __main__)" in str(info.value)
+    work = functools.partial(helpers.run_with_tools, tools=[lookup])
+    with pytest.raises(ConfigurationError, match="item 0: tool 'lookup'"):
+        run_many(work, [1], executor=executor)

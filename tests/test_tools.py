@@ -1,11 +1,21 @@
 import pickle
 import threading
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import pydantic
 import pytest
 
-from agentloops import ConfigurationError, Tool, ToolRegistry, tool
+from agentloops import (
+    ConfigurationError,
+    ReActLoop,
+    ReWOOPipeline,
+    ReWOOPlan,
+    Tool,
+    ToolRegistry,
+    tool,
+    validate_plan,
+)
+from agentloops.testing import ScriptedModel, use_tools
 
 
 @tool
@@ -230,3 +240,280 @@ def test_a_circular_output_falls_back_to_its_text():
 
     outcome = ToolRegistry([loop]).call("loop", {})
     assert not outcome.is_error and outcome.content == "[[...]]"
+
+
+# -- a tool's failure is always a capped is_error outcome ------------------------------
+
+
+class BadStr:
+    def __str__(self) -> str:
+        raise RuntimeError("no text for you")
+
+
+class NotAStr:
+    def __str__(self) -> str:
+        return 42  # type: ignore[return-value]
+
+
+class Unreadable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("cannot read me")
+
+
+@pytest.mark.parametrize(
+    ("value", "fragments"),
+    [
+        (BadStr(), ["returned a BadStr that cannot be made text", "RuntimeError: no text for you"]),
+        (NotAStr(), ["returned a NotAStr", "TypeError"]),
+        (10**5000, ["returned a int", "ValueError", "digits"]),
+        ({"k": BadStr(), "n": 10**5000}, ["returned a dict", "ValueError"]),
+    ],
+    ids=["str-raises", "str-not-a-str", "huge-int", "dict-of-both"],
+)
+def test_a_return_value_that_cannot_become_text_is_an_error_outcome(value, fragments):
+    def odd() -> object:
+        return value
+
+    outcome = ToolRegistry([odd]).call("odd", {})
+    assert outcome.is_error
+    assert outcome.content.startswith("'odd' returned a ")
+    for fragment in fragments:
+        assert fragment in outcome.content
+
+
+def test_json_that_fails_falls_back_to_the_values_text():
+    def keyed() -> dict[object, str]:
+        return {(1, 2): "pair", "k": "v"}
+
+    outcome = ToolRegistry([keyed]).call("keyed", {})
+    assert not outcome.is_error and outcome.content == "{(1, 2): 'pair', 'k': 'v'}"
+
+
+def test_a_huge_exception_message_is_capped_like_any_output():
+    def boom() -> None:
+        raise ValueError("H" * 1000 + "x" * 50_000_000 + "T" * 1000)
+
+    outcome = ToolRegistry([boom], max_output_chars=2000).call("boom", {})
+    assert outcome.is_error and len(outcome.content) <= 2000
+    assert outcome.content.startswith("'boom' failed: ValueError: HHHH")
+    assert outcome.content.endswith("TTTT") and "50002000 characters" in outcome.content
+
+
+def test_an_exception_whose_message_cannot_be_read_is_still_an_outcome():
+    def boom() -> None:
+        raise Unreadable
+
+    outcome = ToolRegistry([boom]).call("boom", {})
+    assert outcome.is_error
+    assert outcome.content == (
+        "'boom' failed: Unreadable: (its message could not be read: RuntimeError)"
+    )
+
+
+def test_error_texts_of_every_kind_are_capped():
+    def many(xs: list[int]) -> int:
+        return len(xs)
+
+    registry = ToolRegistry([many], max_output_chars=500)
+    invalid = registry.call("many", {"xs": ["nope"] * 10_000})
+    assert invalid.is_error and len(invalid.content) <= 500 and "output too long" in invalid.content
+    unknown = registry.call("x" * 100_000, {})
+    assert unknown.is_error and len(unknown.content) <= 500
+
+
+def test_one_unprintable_result_loses_no_sibling_result_in_a_loop():
+    def good() -> str:
+        return "fine"
+
+    def bad() -> object:
+        return BadStr()
+
+    model = ScriptedModel([use_tools(("good", {}), ("bad", {})), "done"])
+    result = ReActLoop(model, [good, bad]).run("go")
+    assert result.stop_reason == "answered"
+    [good_result, bad_result] = result.messages[2].tool_results
+    assert (good_result.content, good_result.is_error) == ("fine", False)
+    assert bad_result.is_error and "cannot be made text" in bad_result.content
+
+
+# -- each call gets its own copy of its arguments ----------------------------------------
+
+
+@tool
+def scribble(items: list[dict[str, Any]], meta: Any) -> str:
+    """A tool that rewrites whatever it is given (pydantic rebuilds typed containers, but
+    what sits under `Any` it passes through as is)."""
+    items[0]["tags"].append("seen")
+    meta["owner"]["name"] = "mallory"
+    meta.clear()
+    return "scribbled"
+
+
+def _args() -> dict[str, Any]:
+    return {"items": [{"id": 1, "tags": ["a"]}], "meta": {"owner": {"name": "ann"}}}
+
+
+def test_a_tool_that_mutates_its_arguments_cannot_reach_the_callers_dict():
+    args = _args()
+    assert ToolRegistry([scribble]).call("scribble", args).content == "scribbled"
+    assert args == _args()
+
+
+def test_a_mutating_tool_leaves_the_transcript_as_the_model_wrote_it():
+    model = ScriptedModel([use_tools(("scribble", _args())), "done"])
+    result = ReActLoop(model, [scribble]).run("go")
+    assert result.messages[1].tool_calls[0].args == _args()
+    assert model.requests[1].messages[1].tool_calls[0].args == _args()
+
+
+def test_a_mutating_tool_leaves_what_a_human_approved_unchanged():
+    approved = Tool.from_function(scribble.fn, requires_approval=True)
+    model = ScriptedModel([use_tools(("scribble", _args())), "done"])
+    loop = ReActLoop(model, [approved])
+    paused = loop.run("go")
+    [call] = paused.pending_approvals
+    final = loop.resume(paused, {call.id: True})
+    assert call.args == _args()
+    assert final.messages[1].tool_calls[0].args == _args()
+
+
+def test_a_mutating_tool_leaves_the_rewoo_plan_unchanged():
+    plan = ReWOOPlan.model_validate(
+        {
+            "steps": [
+                {
+                    "step_id": "#E1",
+                    "description": "d",
+                    "tool_name": "scribble",
+                    "tool_args": _args(),
+                }
+            ]
+        }
+    )
+    evidence = ReWOOPipeline(ScriptedModel([]), [scribble]).work(plan)
+    assert evidence["#E1"].content == "scribbled"
+    assert plan.steps[0].tool_args == _args()
+
+
+def test_arguments_that_cannot_be_copied_are_an_error_outcome():
+    def takes(x: Any) -> str:
+        return "ran"
+
+    outcome = ToolRegistry([takes]).call("takes", {"x": threading.Lock()})
+    assert outcome.is_error and outcome.content.startswith(
+        "invalid arguments for 'takes': TypeError"
+    )
+
+
+# -- approval rules ------------------------------------------------------------------
+
+
+def pay(amount: int, currency: str = "EUR") -> str:
+    """Pay an amount."""
+    return f"paid {amount} {currency}"
+
+
+def above_limit(args: dict[str, Any]) -> bool:
+    return args["amount"] > 1000 or args["currency"] != "EUR"
+
+
+def test_needs_approval_is_a_flag_or_a_predicate_on_the_arguments():
+    assert not Tool.from_function(pay).needs_approval({"amount": 5})
+    assert Tool.from_function(pay, requires_approval=True).needs_approval({"amount": 5})
+    guarded = Tool.from_function(pay, requires_approval=above_limit)
+    assert not guarded.needs_approval({"amount": 50})  # the default currency is filled in
+    assert guarded.needs_approval({"amount": 5000})
+    assert guarded.needs_approval({"amount": 5, "currency": "USD"})
+    assert not guarded.needs_approval({"amount": "50"})  # validated: the predicate sees 50
+
+
+@pytest.mark.parametrize(
+    ("rule", "args"),
+    [
+        (lambda args: args["missing"] > 1, {"amount": 5}),  # the predicate raises
+        (lambda args: 1 / 0, {"amount": 5}),
+        (above_limit, {"amount": "lots"}),  # arguments that fail validation
+        (above_limit, {"amount": 5, "extra": 1}),
+        (lambda args: BadBool(), {"amount": 5}),  # an answer that is not a bool and raises
+    ],
+)
+def test_when_the_predicate_cannot_answer_the_call_asks(rule, args):
+    assert Tool.from_function(pay, requires_approval=rule).needs_approval(args)
+
+
+class BadBool:
+    def __bool__(self) -> bool:
+        raise ValueError("neither")
+
+
+def test_a_predicate_cannot_change_the_arguments_it_judges():
+    def meddle(args: dict[str, Any]) -> bool:
+        args["tags"].append("evil")
+        return False
+
+    def tagged(tags: list[str]) -> str:
+        return ",".join(tags)
+
+    args = {"tags": ["a"]}
+    assert not Tool.from_function(tagged, requires_approval=meddle).needs_approval(args)
+    assert args == {"tags": ["a"]}
+
+
+def test_requires_approval_must_be_a_bool_or_callable():
+    with pytest.raises(ConfigurationError, match="requires_approval must be a bool or a predicate"):
+        Tool.from_function(pay, requires_approval="yes")  # type: ignore[arg-type]
+
+
+def test_a_predicate_tool_pickles_with_its_rule():
+    rebuilt = pickle.loads(pickle.dumps(Tool.from_function(pay, requires_approval=above_limit)))
+    assert rebuilt.requires_approval is above_limit
+    assert rebuilt.needs_approval({"amount": 5000}) and not rebuilt.needs_approval({"amount": 5})
+
+
+def test_a_loop_asks_for_a_predicate_tool_it_cannot_evaluate_yet():
+    # Until the loops call needs_approval, a predicate is truthy: the call asks (safe).
+    guarded = Tool.from_function(pay, requires_approval=above_limit)
+    paused = ReActLoop(ScriptedModel([use_tools(("pay", {"amount": 5000}))]), [guarded]).run("pay")
+    assert paused.stop_reason == "approval_required"
+
+
+def test_rewoo_refuses_a_tool_that_may_need_approval():
+    guarded = Tool.from_function(pay, requires_approval=above_limit)
+    plan = {
+        "steps": [
+            {"step_id": "#E1", "description": "d", "tool_name": "pay", "tool_args": {"amount": 5}}
+        ]
+    }
+    with pytest.raises(Exception, match="requires human approval"):
+        validate_plan(plan, [guarded])
+
+
+class Loud(str):
+    def __str__(self) -> str:
+        raise RuntimeError("a str subclass whose __str__ raises")
+
+
+class Opaque:
+    def __str__(self) -> str:
+        return "opaque"
+
+
+class Holder(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(arbitrary_types_allowed=True)
+    thing: Opaque
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (Loud("its characters"), "its characters"),  # a str subclass: its characters
+        (Holder(thing=Opaque()), "thing=<test_tools.Opaque object at"),  # dump fails: str()
+    ],
+    ids=["str-subclass", "model-that-cannot-dump"],
+)
+def test_outputs_that_need_a_fallback_still_become_text(value, text):
+    def give() -> object:
+        return value
+
+    outcome = ToolRegistry([give]).call("give", {})
+    assert not outcome.is_error and outcome.content.startswith(text)

@@ -3,8 +3,8 @@
 Import what you need from here: `from agentloops import ReActLoop, tool`.
 Importing has no side effects and does not import any provider SDK: provider clients
 (`AnthropicModel`, `OpenAICompatModel`) load on first access, and their SDK only when one is built.
-ReWOO, Plan-and-Execute, the router, the evaluator, checkpoints and batches also load on first
-access: `from agentloops import ReWOOPipeline` works as usual.
+ReWOO, Plan-and-Execute, the router, the evaluator, checkpoints, run stores and batches also load
+on first access: `from agentloops import ReWOOPipeline` works as usual.
 """
 
 import typing as _typing
@@ -16,14 +16,20 @@ from agentloops.errors import (
     BudgetExceeded,
     CheckpointError,
     ConfigurationError,
+    JournalConflict,
+    LeaseLost,
     ModelError,
     ModelOutputError,
     ModelRefused,
     OutputTruncated,
     PlanValidationError,
     RunError,
+    RunExists,
+    RunLeased,
+    RunNotFound,
     RunStalled,
     StepLimitExceeded,
+    StoreError,
     ToolStepFailed,
     TranscriptError,
 )
@@ -77,6 +83,16 @@ if _typing.TYPE_CHECKING:  # pragma: no cover
     from agentloops.batch import BatchItem, run_many
     from agentloops.checkpoint import Checkpointer, MemoryCheckpointer, SQLiteCheckpointer
     from agentloops.evaluator import Evaluator, Verdict
+    from agentloops.journal import (
+        JournalRecord,
+        Lease,
+        LeaseKeeper,
+        MemoryStore,
+        PostgresStore,
+        RunInfo,
+        RunStore,
+        SQLiteStore,
+    )
     from agentloops.plan_execute import Plan, PlanAndExecute, PlanExecuteResult, PlanStep
     from agentloops.providers.anthropic import AnthropicModel
     from agentloops.providers.openai_compat import OpenAICompatModel
@@ -95,6 +111,14 @@ _LAZY = {
     "MemoryCheckpointer": "agentloops.checkpoint",
     "SQLiteCheckpointer": "agentloops.checkpoint",
     "Evaluator": "agentloops.evaluator",
+    "JournalRecord": "agentloops.journal",
+    "Lease": "agentloops.journal",
+    "LeaseKeeper": "agentloops.journal",
+    "MemoryStore": "agentloops.journal",
+    "PostgresStore": "agentloops.journal",
+    "RunInfo": "agentloops.journal",
+    "RunStore": "agentloops.journal",
+    "SQLiteStore": "agentloops.journal",
     "Verdict": "agentloops.evaluator",
     "Plan": "agentloops.plan_execute",
     "PlanAndExecute": "agentloops.plan_execute",
@@ -141,9 +165,15 @@ __all__ = [
     "Event",
     "EventSink",
     "JSONLSink",
+    "JournalConflict",
+    "JournalRecord",
+    "Lease",
+    "LeaseKeeper",
+    "LeaseLost",
     "LoopFactory",
     "LoopSummary",
     "MemoryCheckpointer",
+    "MemoryStore",
     "Message",
     "ModelCallFinished",
     "ModelCallStarted",
@@ -162,6 +192,7 @@ __all__ = [
     "PlanMade",
     "PlanStep",
     "PlanValidationError",
+    "PostgresStore",
     "ReActLoop",
     "ReActResult",
     "ReWOOPipeline",
@@ -173,14 +204,21 @@ __all__ = [
     "RouteDecision",
     "Router",
     "RunError",
+    "RunExists",
     "RunFinished",
+    "RunInfo",
+    "RunLeased",
+    "RunNotFound",
     "RunStalled",
     "RunStarted",
+    "RunStore",
     "SQLiteCheckpointer",
+    "SQLiteStore",
     "StepFinished",
     "StepLimitExceeded",
     "StepStarted",
     "StopReason",
+    "StoreError",
     "StreamingModelClient",
     "StructuredReply",
     "Text",

@@ -11,7 +11,7 @@ import math
 import os
 import secrets
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -81,6 +81,10 @@ def decode(run_id: str, text: object) -> dict[str, Any]:
 
 def utc(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, timezone.utc)
+
+
+def utc_or_none(seconds: float | None) -> datetime | None:
+    return None if seconds is None else utc(seconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,33 +197,33 @@ def check_after_arg(after: object) -> int | None:
     return after
 
 
-def run_info(
-    *,
-    run_id: str,
-    kind: str,
-    status: str,
-    meta: object,
-    created_at: datetime,
-    updated_at: datetime,
-    holder: str | None,
-    lease_expires_at: datetime | None,
-    epoch: int,
-    last_seq: int,
-    now: datetime,
-) -> RunInfo:
+def run_info(row: Sequence[Any], at: Callable[[Any], datetime | None]) -> RunInfo:
+    """A `RunInfo` from `(run_id, kind, status, meta, created_at, updated_at, holder,
+    lease_expires_at, epoch, last_seq, now)`, each time converted by `at`."""
+    run_id, kind, status, meta, created, updated, holder, expires, epoch, last_seq, now = row
+    expires_at = at(expires)
     return RunInfo(
         run_id=run_id,
         kind=kind,
         status=status,
         meta=decode(run_id, meta),
-        created_at=created_at,
-        updated_at=updated_at,
+        created_at=at(created),  # type: ignore[arg-type]
+        updated_at=at(updated),  # type: ignore[arg-type]
         holder=holder,
-        lease_expires_at=lease_expires_at,
+        lease_expires_at=expires_at,
         epoch=epoch,
         last_seq=last_seq,
-        leased=holder is not None and lease_expires_at is not None and lease_expires_at > now,
+        leased=holder is not None and expires_at is not None and expires_at > at(now),  # type: ignore[operator]
     )
+
+
+def check_schema(where: str, version: int) -> None:
+    """Refuse tables written by a newer agentloops instead of misreading them."""
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            f"{where}: run store schema version {version} is newer than this agentloops "
+            f"supports ({SCHEMA_VERSION}); upgrade agentloops to read it"
+        )
 
 
 class StoreBase:

@@ -10,7 +10,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 
 from agentloops.errors import RunExists
 from agentloops.journal import JournalRecord, Lease, RunInfo
@@ -26,6 +25,7 @@ from agentloops.journal._base import (
     record,
     run_info,
     utc,
+    utc_or_none,
 )
 
 
@@ -68,7 +68,7 @@ class MemoryStore(StoreBase):
 
     def _fenced(self, lease: Lease, now: float) -> _Run:
         run = self._runs.get(lease.run_id)
-        current = None if run is None else (run.holder, run.epoch, _at(run.expires_at))
+        current = None if run is None else (run.holder, run.epoch, utc_or_none(run.expires_at))
         fence(lease, current, utc(now))
         assert run is not None  # fence raised otherwise
         return run
@@ -213,20 +213,6 @@ class MemoryStore(StoreBase):
 
     @staticmethod
     def _info(run_id: str, run: _Run, now: float) -> RunInfo:
-        return run_info(
-            run_id=run_id,
-            kind=run.kind,
-            status=run.status,
-            meta=run.meta,
-            created_at=utc(run.created_at),
-            updated_at=utc(run.updated_at),
-            holder=run.holder,
-            lease_expires_at=_at(run.expires_at),
-            epoch=run.epoch,
-            last_seq=len(run.records),
-            now=utc(now),
-        )
-
-
-def _at(seconds: float | None) -> datetime | None:
-    return None if seconds is None else utc(seconds)
+        row = (run_id, run.kind, run.status, run.meta, run.created_at, run.updated_at)
+        lease = (run.holder, run.expires_at, run.epoch, len(run.records), now)
+        return run_info(row + lease, utc_or_none)

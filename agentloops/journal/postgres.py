@@ -8,10 +8,9 @@ happens before it, and the write finds its epoch gone, or after it has committed
 
 from __future__ import annotations
 
-import os
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -20,9 +19,9 @@ from agentloops.journal import JournalRecord, Lease, RunInfo
 from agentloops.journal._base import (
     SCHEMA_VERSION,
     NewRecord,
-    StoreBase,
     check_after,
     check_after_arg,
+    check_schema,
     fence,
     key_taken,
     leased,
@@ -30,9 +29,12 @@ from agentloops.journal._base import (
     record,
     run_info,
 )
+from agentloops.journal._connection import ConnectionPerProcess
 
 if TYPE_CHECKING:  # pragma: no cover
     import psycopg
+
+    Conn = psycopg.Connection[tuple[Any, ...]]
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS agentloops_schema ("
@@ -48,15 +50,15 @@ _SCHEMA = (
     "CREATE UNIQUE INDEX IF NOT EXISTS agentloops_journal_key"
     " ON agentloops_journal (run_id, kind, key) WHERE key IS NOT NULL",
 )
-_MIGRATION_LOCK = 0x6167656E746C6F6F  # "agentloo": serialises concurrent first connections
+_MIGRATION_LOCK = 0x6167656E746C6F6F  # "agentloo": serialises first connections' CREATEs
 
 # A lease is current when its epoch is the run's and it has not expired by the server's clock.
 _CURRENT = (
     "run_id = %(run_id)s AND epoch = %(epoch)s"
     " AND holder IS NOT NULL AND lease_expires_at > clock_timestamp()"
 )
-
-# Fence, allocate the sequence numbers and insert, in one statement and one round trip.
+_TTL = "clock_timestamp() + %(ttl)s * interval '1 second'"
+# Fence, allocate the sequence numbers and insert: one statement, one round trip.
 _APPEND = (
     "WITH fenced AS (UPDATE agentloops_runs SET last_seq = last_seq + %(n)s,"
     " updated_at = clock_timestamp(), status = coalesce(%(status)s, status)"
@@ -65,8 +67,7 @@ _APPEND = (
     " INSERT INTO agentloops_journal (run_id, seq, kind, key, data, at)"
     " SELECT %(run_id)s, fenced.base + e.n, e.kind, e.key, e.data::json, fenced.at FROM fenced,"
     " unnest(%(kinds)s::text[], %(keys)s::text[], %(data)s::text[])"
-    " WITH ORDINALITY AS e(kind, key, data, n)"
-    " RETURNING seq, at"
+    " WITH ORDINALITY AS e(kind, key, data, n) RETURNING seq, at"
 )
 _INFO = (
     "SELECT run_id, kind, status, meta::text, created_at, updated_at, holder, lease_expires_at,"
@@ -75,21 +76,11 @@ _INFO = (
 _RECORD = "SELECT seq, kind, key, data::text, at FROM agentloops_journal"
 
 
-def _psycopg() -> Any:
-    try:
-        import psycopg
-    except ImportError as exc:
-        raise ImportError(
-            "PostgresStore needs psycopg: pip install 'agentloops-kit[postgres]'"
-        ) from exc
-    return psycopg
-
-
-class PostgresStore(StoreBase):
+class PostgresStore(ConnectionPerProcess):
     """A `RunStore` in PostgreSQL, shared by processes on any number of machines.
 
     Its tables are `agentloops_runs`, `agentloops_journal` and `agentloops_schema`, created
-    on first use in the connection's schema (set `options=-csearch_path=...` in the
+    on first use in the connection's schema (put `options=-csearch_path=...` in the
     connection string for another); an application may keep its own tables in the same
     database (open a connection with `connect()`). Each process uses one connection per
     store, shared by its threads; a broken connection is replaced on the next call.
@@ -100,71 +91,61 @@ class PostgresStore(StoreBase):
 
     Raises:
         ImportError: psycopg is not installed (`pip install 'agentloops-kit[postgres]'`).
+        StoreError: the server cannot be reached, or its tables are from a newer agentloops.
     """
 
     def __init__(self, conninfo: str = "", *, connect_timeout: float = 10.0):
-        self._setup(conninfo, connect_timeout)
-
-    def _setup(self, conninfo: str, connect_timeout: float) -> None:
-        self._psycopg = _psycopg()
+        try:
+            import psycopg
+        except ImportError as exc:
+            raise ImportError(
+                "PostgresStore needs psycopg: pip install 'agentloops-kit[postgres]'"
+            ) from exc
+        self._psycopg = psycopg
         self.conninfo = conninfo
         """The connection string, for an application's own connections."""
         self.connect_timeout = connect_timeout
-        self._lock = threading.Lock()
-        self._conn: psycopg.Connection[tuple[Any, ...]] | None = None
-        self._pid = 0
-        with self._lock:
-            self._connection()
+        self._init_connection()
 
-    def connect(self, **kwargs: Any) -> psycopg.Connection[tuple[Any, ...]]:
-        """A new connection to the store's database (psycopg's defaults, `kwargs` passed on);
-        the caller closes it."""
+    def _settings(self) -> dict[str, Any]:
+        return {"conninfo": self.conninfo, "connect_timeout": self.connect_timeout}
+
+    def connect(self, **kwargs: Any) -> Conn:
+        """A new connection to the store's database, for an application's own tables
+        (psycopg's defaults; `kwargs` go to `psycopg.connect`). Close it yourself."""
         kwargs.setdefault("connect_timeout", max(1, round(self.connect_timeout)))
-        conn: psycopg.Connection[tuple[Any, ...]] = self._psycopg.connect(self.conninfo, **kwargs)
+        conn: Conn = self._psycopg.connect(self.conninfo, **kwargs)
         return conn
 
-    def _connection(self) -> psycopg.Connection[tuple[Any, ...]]:
-        """This process's connection, opened again when it broke or the process forked."""
-        conn = self._conn
-        if conn is not None and self._pid == os.getpid() and not conn.closed and not conn.broken:
-            return conn
+    def _usable(self, conn: Conn) -> bool:
+        return not conn.closed and not conn.broken
+
+    def _open(self) -> Conn:
         try:
             conn = self.connect(autocommit=True)
         except self._psycopg.Error as exc:
             raise StoreError(f"PostgreSQL: cannot open the run store: {exc}") from exc
         try:
-            self._migrate(conn)
-        except BaseException:
-            conn.close()
-            raise
-        self._conn, self._pid = conn, os.getpid()
-        return conn
-
-    def _migrate(self, conn: psycopg.Connection[tuple[Any, ...]]) -> None:
-        try:
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
                 for statement in _SCHEMA:
                     conn.execute(statement)
-                row = conn.execute(
-                    "SELECT version FROM agentloops_schema WHERE component = 'journal'"
-                ).fetchone()
+                query = "SELECT version FROM agentloops_schema WHERE component = 'journal'"
+                row = conn.execute(query).fetchone()
                 if row is None:
-                    conn.execute(
-                        "INSERT INTO agentloops_schema VALUES ('journal', %s)", (SCHEMA_VERSION,)
-                    )
+                    insert = "INSERT INTO agentloops_schema VALUES ('journal', %s)"
+                    conn.execute(insert, (SCHEMA_VERSION,))
+            check_schema("PostgreSQL", SCHEMA_VERSION if row is None else row[0])
         except self._psycopg.Error as exc:
+            conn.close()
             raise StoreError(f"PostgreSQL: cannot open the run store: {exc}") from exc
-        if row is not None and row[0] > SCHEMA_VERSION:
-            raise StoreError(
-                f"PostgreSQL: run store schema version {row[0]} is newer than this agentloops "
-                f"supports ({SCHEMA_VERSION}); upgrade agentloops to read it"
-            )
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     @contextmanager
-    def _using(
-        self, run_id: str, action: str, *, transaction: bool = False
-    ) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
+    def _using(self, run_id: str, action: str, *, transaction: bool = False) -> Iterator[Conn]:
         """This process's connection, in autocommit (each fenced write is one statement) or
         in one `transaction`; psycopg's errors become `StoreError`."""
         with self._lock:
@@ -178,9 +159,8 @@ class PostgresStore(StoreBase):
             except self._psycopg.Error as exc:  # server gone, connection dropped, disk full, ...
                 raise StoreError(f"PostgreSQL: could not {action}: {exc}", run_id=run_id) from exc
 
-    def _lost(
-        self, conn: psycopg.Connection[tuple[Any, ...]], lease: Lease, after: int | None = None
-    ) -> NoReturn:
+    @staticmethod
+    def _lost(conn: Conn, lease: Lease, after: int | None = None) -> NoReturn:
         """Say why a fenced statement matched no row: the lease, or `after=`."""
         row = conn.execute(
             "SELECT holder, epoch, lease_expires_at, last_seq, clock_timestamp()"
@@ -189,36 +169,41 @@ class PostgresStore(StoreBase):
         ).fetchone()
         now = datetime.now(timezone.utc) if row is None else _utc(row[4])
         fence(lease, None if row is None else (row[0], row[1], _utc(row[2])), now)
-        assert row is not None
+        assert row is not None  # fence raised for a deleted run
         check_after(lease.run_id, after, row[3])
-        raise StoreError(
-            f"run {lease.run_id!r}: the write did not apply; try again", run_id=lease.run_id
-        )
+        raise StoreError(f"run {lease.run_id!r}: the write did not apply", run_id=lease.run_id)
 
     def _start(
         self, run_id: str, *, kind: str, ttl: float, holder: str, meta: str, status: str
     ) -> Lease:
         with self._using(run_id, f"start run {run_id!r}") as conn:
             row = conn.execute(
-                "INSERT INTO agentloops_runs VALUES (%s, %s, %s, %s::json, clock_timestamp(),"
-                " clock_timestamp(), %s, clock_timestamp() + %s * interval '1 second', 1, 0)"
-                " ON CONFLICT (run_id) DO NOTHING RETURNING lease_expires_at",
-                (run_id, kind, status, meta, holder, ttl),
+                "INSERT INTO agentloops_runs VALUES (%(run_id)s, %(kind)s, %(status)s,"
+                " %(meta)s::json, clock_timestamp(), clock_timestamp(), %(holder)s,"
+                f" {_TTL}, 1, 0) ON CONFLICT (run_id) DO NOTHING RETURNING lease_expires_at",
+                {
+                    "run_id": run_id,
+                    "kind": kind,
+                    "status": status,
+                    "meta": meta,
+                    "holder": holder,
+                    "ttl": ttl,
+                },
             ).fetchone()
             if row is None:
                 raise RunExists(f"run {run_id!r} exists already", run_id=run_id)
         return Lease(run_id=run_id, holder=holder, epoch=1, ttl=ttl, expires_at=_utc(row[0]))
 
     def _acquire(self, run_id: str, *, ttl: float, holder: str) -> Lease:
+        params = {"run_id": run_id, "holder": holder, "ttl": ttl}
         with self._using(run_id, f"acquire run {run_id!r}") as conn:
             while True:  # again only if the lease seen as current expired in between
                 row = conn.execute(
-                    "UPDATE agentloops_runs SET holder = %s, epoch = epoch + 1,"
-                    " updated_at = clock_timestamp(),"
-                    " lease_expires_at = clock_timestamp() + %s * interval '1 second'"
-                    " WHERE run_id = %s AND (holder IS NULL OR lease_expires_at IS NULL"
+                    "UPDATE agentloops_runs SET holder = %(holder)s, epoch = epoch + 1,"
+                    f" updated_at = clock_timestamp(), lease_expires_at = {_TTL}"
+                    " WHERE run_id = %(run_id)s AND (holder IS NULL OR lease_expires_at IS NULL"
                     " OR lease_expires_at <= clock_timestamp()) RETURNING epoch, lease_expires_at",
-                    (holder, ttl, run_id),
+                    params,
                 ).fetchone()
                 if row is not None:
                     return Lease(
@@ -226,8 +211,8 @@ class PostgresStore(StoreBase):
                     )
                 held = conn.execute(
                     "SELECT holder, lease_expires_at, lease_expires_at > clock_timestamp()"
-                    " FROM agentloops_runs WHERE run_id = %s",
-                    (run_id,),
+                    " FROM agentloops_runs WHERE run_id = %(run_id)s",
+                    params,
                 ).fetchone()
                 if held is None:
                     raise not_found(run_id)
@@ -236,22 +221,15 @@ class PostgresStore(StoreBase):
 
     def _renew(self, lease: Lease, ttl: float) -> Lease:
         params = {"run_id": lease.run_id, "epoch": lease.epoch, "ttl": ttl}
-        with self._using(lease.run_id, f"renew the lease on run {lease.run_id!r}") as conn:
+        with self._using(lease.run_id, f"renew run {lease.run_id!r}") as conn:
             row = conn.execute(
-                "UPDATE agentloops_runs"
-                " SET lease_expires_at = clock_timestamp() + %(ttl)s * interval '1 second'"
+                f"UPDATE agentloops_runs SET lease_expires_at = {_TTL}"
                 f" WHERE {_CURRENT} RETURNING lease_expires_at",
                 params,
             ).fetchone()
             if row is None:
                 self._lost(conn, lease)
-        return Lease(
-            run_id=lease.run_id,
-            holder=lease.holder,
-            epoch=lease.epoch,
-            ttl=ttl,
-            expires_at=_utc(row[0]),
-        )
+        return replace(lease, ttl=ttl, expires_at=_utc(row[0]))
 
     def release(self, lease: Lease) -> bool:
         with self._using(lease.run_id, f"release run {lease.run_id!r}") as conn:
@@ -279,43 +257,31 @@ class PostgresStore(StoreBase):
         self, lease: Lease, new: list[NewRecord], after: int | None, status: str | None
     ) -> list[JournalRecord]:
         run_id = lease.run_id
-        params = {
-            "run_id": run_id,
-            "epoch": lease.epoch,
-            "n": len(new),
-            "after": after,
-            "status": status,
-            "kinds": [e.kind for e in new],
-            "keys": [e.key for e in new],
-            "data": [e.data for e in new],
-        }
-        unique = self._psycopg.errors.UniqueViolation
+        params = {"run_id": run_id, "epoch": lease.epoch, "n": len(new)}
+        params |= {"after": after, "status": status, "kinds": [e.kind for e in new]}
+        params |= {"keys": [e.key for e in new], "data": [e.data for e in new]}
         with self._using(run_id, f"append to run {run_id!r}") as conn:
             try:
                 rows = conn.execute(_APPEND, params).fetchall()
-            except unique:
+            except self._psycopg.errors.UniqueViolation:
                 self._key_taken(conn, run_id, new)
                 raise
             if not rows:
                 self._lost(conn, lease, after)
+        at = _utc(rows[0][1])
         return [
-            record(run_id, seq, e.kind, e.key, e.data, _utc(at))
-            for e, (seq, at) in zip(new, rows, strict=True)
+            record(run_id, seq, e.kind, e.key, e.data, at)
+            for e, (seq, _) in zip(new, rows, strict=True)
         ]
 
-    def _key_taken(
-        self, conn: psycopg.Connection[tuple[Any, ...]], run_id: str, new: list[NewRecord]
-    ) -> None:
+    def _key_taken(self, conn: Conn, run_id: str, new: list[NewRecord]) -> None:
         """Raise `JournalConflict` naming the stored record whose key an entry repeats."""
         for entry in new:
-            existing = (
-                None if entry.key is None else self._find(conn, run_id, entry.kind, entry.key)
-            )
-            if existing is not None:
-                last = conn.execute(
-                    "SELECT last_seq FROM agentloops_runs WHERE run_id = %s", (run_id,)
-                ).fetchone()
-                raise key_taken(existing, 0 if last is None else last[0])
+            taken = entry.key and self._find(conn, run_id, entry.kind, entry.key)
+            if taken:
+                query = "SELECT last_seq FROM agentloops_runs WHERE run_id = %s"
+                last = conn.execute(query, (run_id,)).fetchone()
+                raise key_taken(taken, 0 if last is None else last[0])
 
     def read(self, run_id: str, *, after: int = 0) -> list[JournalRecord]:
         start = check_after_arg(after) or 0
@@ -331,7 +297,7 @@ class PostgresStore(StoreBase):
         return [
             record(run_id, seq, kind, key, data, _utc(at))
             for seq, kind, key, data, at in rows
-            if seq is not None
+            if seq is not None  # the one row of a run with no record after `start`
         ]
 
     def find(self, run_id: str, *, kind: str, key: str) -> JournalRecord | None:
@@ -339,23 +305,21 @@ class PostgresStore(StoreBase):
             return self._find(conn, run_id, kind, key)
 
     @staticmethod
-    def _find(
-        conn: psycopg.Connection[tuple[Any, ...]], run_id: str, kind: str, key: str
-    ) -> JournalRecord | None:
-        row = conn.execute(
-            f"{_RECORD} WHERE run_id = %s AND kind = %s AND key = %s", (run_id, kind, key)
-        ).fetchone()
+    def _find(conn: Conn, run_id: str, kind: str, key: str) -> JournalRecord | None:
+        query = f"{_RECORD} WHERE run_id = %s AND kind = %s AND key = %s"
+        row = conn.execute(query, (run_id, kind, key)).fetchone()
         return None if row is None else record(run_id, row[0], row[1], row[2], row[3], _utc(row[4]))
 
     def run_info(self, run_id: str) -> RunInfo:
         with self._using(run_id, f"read run {run_id!r}") as conn:
             return self._info(conn, run_id)
 
-    def _info(self, conn: psycopg.Connection[tuple[Any, ...]], run_id: str) -> RunInfo:
+    @staticmethod
+    def _info(conn: Conn, run_id: str) -> RunInfo:
         row = conn.execute(f"{_INFO} WHERE run_id = %s", (run_id,)).fetchone()
         if row is None:
             raise not_found(run_id)
-        return _run_info(row)
+        return run_info(row, _utc)
 
     def list_runs(self, *, status: str | None = None, kind: str | None = None) -> list[RunInfo]:
         with self._using("", "list the runs") as conn:
@@ -364,7 +328,7 @@ class PostgresStore(StoreBase):
                 " AND (%(kind)s::text IS NULL OR kind = %(kind)s) ORDER BY created_at, run_id",
                 {"status": status, "kind": kind},
             ).fetchall()
-        return [_run_info(row) for row in rows]
+        return [run_info(row, _utc) for row in rows]
 
     def delete(self, run_id: str, *, force: bool = False) -> bool:
         with self._using(run_id, f"delete run {run_id!r}", transaction=True) as conn:
@@ -381,43 +345,6 @@ class PostgresStore(StoreBase):
             conn.execute("DELETE FROM agentloops_runs WHERE run_id = %s", (run_id,))
         return True
 
-    def close(self) -> None:
-        """Close this process's connection; a later call opens a new one."""
-        with self._lock:
-            if self._conn is not None and self._pid == os.getpid():
-                self._conn.close()
-            self._conn = None
-
-    def __enter__(self) -> PostgresStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __getstate__(self) -> dict[str, Any]:
-        # Picklable (process pools, Dask): the receiver opens its own connection.
-        return {"conninfo": self.conninfo, "connect_timeout": self.connect_timeout}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self._setup(state["conninfo"], state["connect_timeout"])
-
 
 def _utc(value: datetime | None) -> Any:
     return None if value is None else value.astimezone(timezone.utc)
-
-
-def _run_info(row: tuple[Any, ...]) -> RunInfo:
-    run_id, kind, status, meta, created, updated, holder, expires, epoch, last_seq, now = row
-    return run_info(
-        run_id=run_id,
-        kind=kind,
-        status=status,
-        meta=meta,
-        created_at=_utc(created),
-        updated_at=_utc(updated),
-        holder=holder,
-        lease_expires_at=_utc(expires),
-        epoch=epoch,
-        last_seq=last_seq,
-        now=_utc(now),
-    )

@@ -7,23 +7,22 @@ other process can take the run over in between. Times are this machine's clock.
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from agentloops.errors import RunExists, StoreError
+from agentloops.errors import ConfigurationError, RunExists, StoreError
 from agentloops.journal import JournalRecord, Lease, RunInfo
 from agentloops.journal._base import (
     SCHEMA_VERSION,
     NewRecord,
-    StoreBase,
     check_after,
     check_after_arg,
+    check_schema,
     fence,
     key_taken,
     leased,
@@ -31,7 +30,9 @@ from agentloops.journal._base import (
     record,
     run_info,
     utc,
+    utc_or_none,
 )
+from agentloops.journal._connection import ConnectionPerProcess
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS agentloops_schema ("
@@ -47,18 +48,19 @@ _SCHEMA = (
     "CREATE UNIQUE INDEX IF NOT EXISTS agentloops_journal_key"
     " ON agentloops_journal (run_id, kind, key) WHERE key IS NOT NULL",
 )
-
-# The header with the journal's last record, whose time counts as the run's last update.
+# The header and the journal's last record, whose time counts as the run's last update; the
+# last column is the caller's clock. Text is read as bytes: invalid UTF-8 is "corrupted".
 _INFO = (
-    "SELECT r.run_id, r.kind, r.status, r.meta, r.created_at, max(r.updated_at, coalesce(j.at, 0)),"
-    " r.holder, r.lease_expires_at, r.epoch, coalesce(j.seq, 0)"
-    " FROM agentloops_runs r LEFT JOIN agentloops_journal j ON j.run_id = r.run_id"
+    "SELECT r.run_id, r.kind, r.status, CAST(r.meta AS BLOB), r.created_at,"
+    " max(r.updated_at, coalesce(j.at, 0)), r.holder, r.lease_expires_at, r.epoch,"
+    " coalesce(j.seq, 0), ? FROM agentloops_runs r LEFT JOIN agentloops_journal j"
+    " ON j.run_id = r.run_id"
     " AND j.seq = (SELECT max(seq) FROM agentloops_journal WHERE run_id = r.run_id)"
 )
 _RECORD = "SELECT seq, kind, key, CAST(data AS BLOB), at FROM agentloops_journal"
 
 
-class SQLiteStore(StoreBase):
+class SQLiteStore(ConnectionPerProcess):
     """A `RunStore` in one SQLite file, shared by threads and by processes on one machine.
 
     Its tables are `agentloops_runs`, `agentloops_journal` and `agentloops_schema`; an
@@ -69,6 +71,9 @@ class SQLiteStore(StoreBase):
     Args:
         path: the database file, created when missing.
         timeout: seconds a call waits for another process's write lock.
+        synchronous: `"FULL"` (the default) syncs the WAL at every commit, so a record
+            survives a power cut; `"NORMAL"` syncs at checkpoints only: a record survives
+            the process crashing, but the last ones may be lost if the machine does.
 
     Examples:
         >>> import tempfile, pathlib
@@ -80,96 +85,88 @@ class SQLiteStore(StoreBase):
         'finished'
     """
 
-    def __init__(self, path: str | Path, *, timeout: float = 30.0):
-        self._setup(Path(path), timeout)
-
-    def _setup(self, path: Path, timeout: float) -> None:
-        self.path = path
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        timeout: float = 30.0,
+        synchronous: Literal["FULL", "NORMAL"] = "FULL",
+    ):
+        if synchronous not in ("FULL", "NORMAL"):
+            raise ConfigurationError(f'synchronous must be "FULL" or "NORMAL", got {synchronous!r}')
+        self.path = Path(path)
         """The database file."""
         self.timeout = timeout
-        self._lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = None
-        self._pid = 0
-        with self._lock:
-            self._connection()
+        self.synchronous = synchronous
+        self._init_connection()
+
+    def _settings(self) -> dict[str, Any]:
+        return {"path": self.path, "timeout": self.timeout, "synchronous": self.synchronous}
 
     def connect(self) -> sqlite3.Connection:
-        """A new connection to the same file, set up as the store's (WAL, busy timeout),
-        for an application's own tables. The caller closes it."""
+        """A new connection to the same file, set up as the store's (WAL, busy timeout,
+        autocommit unless you `BEGIN`), for an application's own tables. Close it yourself."""
         conn = sqlite3.connect(
             self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
         )
         try:
             conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")  # durable at each commit in WAL mode
+            conn.execute(f"PRAGMA synchronous={self.synchronous}")
         except BaseException:
             conn.close()
             raise
         return conn
 
-    def _connection(self) -> sqlite3.Connection:
-        """This process's connection (a forked or spawned child opens its own)."""
-        if self._conn is not None and self._pid == os.getpid():
-            return self._conn
+    def _open(self) -> sqlite3.Connection:
         try:
             conn = self.connect()
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: cannot open the run store: {exc}") from exc
         try:
-            self._migrate(conn)
-        except BaseException:
-            conn.close()
-            raise
-        self._conn, self._pid = conn, os.getpid()
-        return conn
-
-    def _migrate(self, conn: sqlite3.Connection) -> None:
-        try:
             with _transaction(conn, "BEGIN IMMEDIATE"):
                 for statement in _SCHEMA:
                     conn.execute(statement)
-                row = conn.execute(
-                    "SELECT version FROM agentloops_schema WHERE component = 'journal'"
-                ).fetchone()
+                query = "SELECT version FROM agentloops_schema WHERE component = 'journal'"
+                row = conn.execute(query).fetchone()
                 if row is None:
-                    conn.execute(
-                        "INSERT INTO agentloops_schema VALUES ('journal', ?)", (SCHEMA_VERSION,)
-                    )
+                    insert = "INSERT INTO agentloops_schema VALUES ('journal', ?)"
+                    conn.execute(insert, (SCHEMA_VERSION,))
+            check_schema(str(self.path), SCHEMA_VERSION if row is None else row[0])
         except sqlite3.Error as exc:
+            conn.close()
             raise StoreError(f"{self.path}: cannot open the run store: {exc}") from exc
-        if row is not None and row[0] > SCHEMA_VERSION:
-            raise StoreError(
-                f"{self.path}: run store schema version {row[0]} is newer than this agentloops "
-                f"supports ({SCHEMA_VERSION}); upgrade agentloops to read it"
-            )
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     @contextmanager
     def _using(
-        self, run_id: str, action: str, begin: str = "BEGIN"
+        self, run_id: str, action: str, *, write: bool = False
     ) -> Iterator[sqlite3.Connection]:
-        """One transaction on this process's connection; SQLite's errors become `StoreError`."""
+        """One transaction on this process's connection (`BEGIN IMMEDIATE` to `write`, so
+        the checks and the write hold the lock together); SQLite's errors become `StoreError`."""
         with self._lock:
             conn = self._connection()
             try:
-                with _transaction(conn, begin):
+                with _transaction(conn, "BEGIN IMMEDIATE" if write else "BEGIN"):
                     yield conn
             except sqlite3.Error as exc:  # locked past the timeout, disk full, I/O error, ...
                 raise StoreError(f"{self.path}: could not {action}: {exc}", run_id=run_id) from exc
 
-    def _fenced(self, conn: sqlite3.Connection, lease: Lease) -> float:
-        """Check `lease` inside a `BEGIN IMMEDIATE` transaction; returns the time it was checked."""
-        now = time.time()  # after BEGIN IMMEDIATE returned: a wait for the lock is not counted
-        row = conn.execute(
-            "SELECT holder, epoch, lease_expires_at FROM agentloops_runs WHERE run_id = ?",
-            (lease.run_id,),
-        ).fetchone()
-        fence(lease, None if row is None else (row[0], row[1], _at(row[2])), utc(now))
+    @staticmethod
+    def _fenced(conn: sqlite3.Connection, lease: Lease) -> float:
+        """Check `lease` inside a write transaction; the time it was checked."""
+        now = time.time()  # after BEGIN IMMEDIATE returned: time spent waiting does not count
+        query = "SELECT holder, epoch, lease_expires_at FROM agentloops_runs WHERE run_id = ?"
+        row = conn.execute(query, (lease.run_id,)).fetchone()
+        fence(lease, None if row is None else (row[0], row[1], utc_or_none(row[2])), utc(now))
         return now
 
     def _start(
         self, run_id: str, *, kind: str, ttl: float, holder: str, meta: str, status: str
     ) -> Lease:
-        with self._using(run_id, f"start run {run_id!r}", "BEGIN IMMEDIATE") as conn:
+        with self._using(run_id, f"start run {run_id!r}", write=True) as conn:
             now = time.time()
             inserted = conn.execute(
                 "INSERT INTO agentloops_runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1)"
@@ -181,12 +178,10 @@ class SQLiteStore(StoreBase):
         return Lease(run_id=run_id, holder=holder, epoch=1, ttl=ttl, expires_at=utc(now + ttl))
 
     def _acquire(self, run_id: str, *, ttl: float, holder: str) -> Lease:
-        with self._using(run_id, f"acquire run {run_id!r}", "BEGIN IMMEDIATE") as conn:
+        with self._using(run_id, f"acquire run {run_id!r}", write=True) as conn:
             now = time.time()
-            row = conn.execute(
-                "SELECT holder, lease_expires_at, epoch FROM agentloops_runs WHERE run_id = ?",
-                (run_id,),
-            ).fetchone()
+            query = "SELECT holder, lease_expires_at, epoch FROM agentloops_runs WHERE run_id = ?"
+            row = conn.execute(query, (run_id,)).fetchone()
             if row is None:
                 raise not_found(run_id)
             if row[0] is not None and row[1] is not None and row[1] > now:
@@ -201,24 +196,14 @@ class SQLiteStore(StoreBase):
         )
 
     def _renew(self, lease: Lease, ttl: float) -> Lease:
-        with self._using(
-            lease.run_id, f"renew the lease on run {lease.run_id!r}", "BEGIN IMMEDIATE"
-        ) as conn:
+        with self._using(lease.run_id, f"renew run {lease.run_id!r}", write=True) as conn:
             now = self._fenced(conn, lease)
-            conn.execute(
-                "UPDATE agentloops_runs SET lease_expires_at = ? WHERE run_id = ?",
-                (now + ttl, lease.run_id),
-            )
-        return Lease(
-            run_id=lease.run_id,
-            holder=lease.holder,
-            epoch=lease.epoch,
-            ttl=ttl,
-            expires_at=utc(now + ttl),
-        )
+            query = "UPDATE agentloops_runs SET lease_expires_at = ? WHERE run_id = ?"
+            conn.execute(query, (now + ttl, lease.run_id))
+        return replace(lease, ttl=ttl, expires_at=utc(now + ttl))
 
     def release(self, lease: Lease) -> bool:
-        with self._using(lease.run_id, f"release run {lease.run_id!r}", "BEGIN IMMEDIATE") as conn:
+        with self._using(lease.run_id, f"release run {lease.run_id!r}", write=True) as conn:
             now = time.time()
             cursor = conn.execute(
                 "UPDATE agentloops_runs SET holder = NULL, lease_expires_at = NULL,"
@@ -228,11 +213,11 @@ class SQLiteStore(StoreBase):
             return cursor.rowcount > 0
 
     def _update(self, lease: Lease, status: str | None, meta: str | None) -> RunInfo:
-        with self._using(lease.run_id, f"update run {lease.run_id!r}", "BEGIN IMMEDIATE") as conn:
+        with self._using(lease.run_id, f"update run {lease.run_id!r}", write=True) as conn:
             now = self._fenced(conn, lease)
             conn.execute(
-                "UPDATE agentloops_runs SET status = coalesce(?, status), meta = coalesce(?, meta),"
-                " updated_at = ? WHERE run_id = ?",
+                "UPDATE agentloops_runs SET status = coalesce(?, status),"
+                " meta = coalesce(?, meta), updated_at = ? WHERE run_id = ?",
                 (status, meta, now, lease.run_id),
             )
             return self._info(conn, lease.run_id, now)
@@ -241,42 +226,34 @@ class SQLiteStore(StoreBase):
         self, lease: Lease, new: list[NewRecord], after: int | None, status: str | None
     ) -> list[JournalRecord]:
         run_id = lease.run_id
-        with self._using(run_id, f"append to run {run_id!r}", "BEGIN IMMEDIATE") as conn:
+        with self._using(run_id, f"append to run {run_id!r}", write=True) as conn:
             now = self._fenced(conn, lease)
-            last = conn.execute(
-                "SELECT max(seq) FROM agentloops_journal WHERE run_id = ?", (run_id,)
-            ).fetchone()[0]
-            last = last or 0
+            query = "SELECT coalesce(max(seq), 0) FROM agentloops_journal WHERE run_id = ?"
+            last = conn.execute(query, (run_id,)).fetchone()[0]
             check_after(run_id, after, last)
             for entry in new:
-                existing = (
-                    None if entry.key is None else self._find(conn, run_id, entry.kind, entry.key)
-                )
-                if existing is not None:
-                    raise key_taken(existing, last)
+                taken = entry.key and self._find(conn, run_id, entry.kind, entry.key)
+                if taken:
+                    raise key_taken(taken, last)
             conn.executemany(
                 "INSERT INTO agentloops_journal VALUES (?, ?, ?, ?, ?, ?)",
                 [(run_id, last + i, e.kind, e.key, e.data, now) for i, e in enumerate(new, 1)],
             )
             if status is not None:
-                conn.execute(
-                    "UPDATE agentloops_runs SET status = ?, updated_at = ? WHERE run_id = ?",
-                    (status, now, run_id),
-                )
+                query = "UPDATE agentloops_runs SET status = ?, updated_at = ? WHERE run_id = ?"
+                conn.execute(query, (status, now, run_id))
         at = utc(now)
         return [record(run_id, last + i, e.kind, e.key, e.data, at) for i, e in enumerate(new, 1)]
 
     def read(self, run_id: str, *, after: int = 0) -> list[JournalRecord]:
         start = check_after_arg(after) or 0
         with self._using(run_id, f"read run {run_id!r}") as conn:
-            if (
-                conn.execute("SELECT 1 FROM agentloops_runs WHERE run_id = ?", (run_id,)).fetchone()
-                is None
-            ):
+            if not conn.execute(
+                "SELECT 1 FROM agentloops_runs WHERE run_id = ?", (run_id,)
+            ).fetchone():
                 raise not_found(run_id)
-            rows = conn.execute(
-                f"{_RECORD} WHERE run_id = ? AND seq > ? ORDER BY seq", (run_id, start)
-            ).fetchall()
+            query = f"{_RECORD} WHERE run_id = ? AND seq > ? ORDER BY seq"
+            rows = conn.execute(query, (run_id, start)).fetchall()
         return [record(run_id, seq, kind, key, data, utc(at)) for seq, kind, key, data, at in rows]
 
     def find(self, run_id: str, *, kind: str, key: str) -> JournalRecord | None:
@@ -285,36 +262,34 @@ class SQLiteStore(StoreBase):
 
     @staticmethod
     def _find(conn: sqlite3.Connection, run_id: str, kind: str, key: str) -> JournalRecord | None:
-        row = conn.execute(
-            f"{_RECORD} WHERE run_id = ? AND kind = ? AND key = ?", (run_id, kind, key)
-        ).fetchone()
+        query = f"{_RECORD} WHERE run_id = ? AND kind = ? AND key = ?"
+        row = conn.execute(query, (run_id, kind, key)).fetchone()
         return None if row is None else record(run_id, row[0], row[1], row[2], row[3], utc(row[4]))
 
     def run_info(self, run_id: str) -> RunInfo:
         with self._using(run_id, f"read run {run_id!r}") as conn:
             return self._info(conn, run_id, time.time())
 
-    def _info(self, conn: sqlite3.Connection, run_id: str, now: float) -> RunInfo:
-        row = conn.execute(f"{_INFO} WHERE r.run_id = ?", (run_id,)).fetchone()
+    @staticmethod
+    def _info(conn: sqlite3.Connection, run_id: str, now: float) -> RunInfo:
+        row = conn.execute(f"{_INFO} WHERE r.run_id = ?", (now, run_id)).fetchone()
         if row is None:
             raise not_found(run_id)
-        return _run_info(row, now)
+        return run_info(row, utc_or_none)
 
     def list_runs(self, *, status: str | None = None, kind: str | None = None) -> list[RunInfo]:
         with self._using("", "list the runs") as conn:
-            now = time.time()
             rows = conn.execute(
                 f"{_INFO} WHERE coalesce(?, r.status) = r.status AND coalesce(?, r.kind) = r.kind"
                 " ORDER BY r.created_at, r.run_id",
-                (status, kind),
+                (time.time(), status, kind),
             ).fetchall()
-        return [_run_info(row, now) for row in rows]
+        return [run_info(row, utc_or_none) for row in rows]
 
     def delete(self, run_id: str, *, force: bool = False) -> bool:
-        with self._using(run_id, f"delete run {run_id!r}", "BEGIN IMMEDIATE") as conn:
-            row = conn.execute(
-                "SELECT holder, lease_expires_at FROM agentloops_runs WHERE run_id = ?", (run_id,)
-            ).fetchone()
+        with self._using(run_id, f"delete run {run_id!r}", write=True) as conn:
+            query = "SELECT holder, lease_expires_at FROM agentloops_runs WHERE run_id = ?"
+            row = conn.execute(query, (run_id,)).fetchone()
             if row is None:
                 return False
             if not force and row[0] is not None and row[1] is not None and row[1] > time.time():
@@ -323,26 +298,6 @@ class SQLiteStore(StoreBase):
             conn.execute("DELETE FROM agentloops_runs WHERE run_id = ?", (run_id,))
         return True
 
-    def close(self) -> None:
-        """Close this process's connection; a later call opens a new one."""
-        with self._lock:
-            if self._conn is not None and self._pid == os.getpid():
-                self._conn.close()
-            self._conn = None
-
-    def __enter__(self) -> SQLiteStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __getstate__(self) -> dict[str, Any]:
-        # Picklable (process pools, Dask): the receiver opens its own connection.
-        return {"path": self.path, "timeout": self.timeout}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self._setup(state["path"], state["timeout"])
-
 
 @contextmanager
 def _transaction(conn: sqlite3.Connection, begin: str) -> Iterator[None]:
@@ -350,27 +305,7 @@ def _transaction(conn: sqlite3.Connection, begin: str) -> Iterator[None]:
     try:
         yield
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:  # SQLite may have rolled back already (disk full, ...)
+            conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
-
-
-def _at(seconds: float | None) -> Any:
-    return None if seconds is None else utc(seconds)
-
-
-def _run_info(row: tuple[Any, ...], now: float) -> RunInfo:
-    run_id, kind, status, meta, created, updated, holder, expires, epoch, last_seq = row
-    return run_info(
-        run_id=run_id,
-        kind=kind,
-        status=status,
-        meta=meta,
-        created_at=utc(created),
-        updated_at=utc(updated),
-        holder=holder,
-        lease_expires_at=_at(expires),
-        epoch=epoch,
-        last_seq=last_seq,
-        now=utc(now),
-    )

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
-RUNNABLE = ["compare.md"]
+RUNNABLE = ["compare.md", "durability.md"]
 BLOCK = re.compile(r"^```python\n(.*?)^```$", re.DOTALL | re.MULTILINE)
 
 

@@ -66,6 +66,14 @@ def test_satisfies_the_protocol(store: RunStore) -> None:
     assert isinstance(store, RunStore)
 
 
+def test_store_errors_are_agentloops_errors() -> None:
+    from agentloops import AgentLoopsError
+
+    for error in (RunNotFound, RunExists, RunLeased, LeaseLost, JournalConflict):
+        assert issubclass(error, StoreError)
+    assert issubclass(StoreError, AgentLoopsError)
+
+
 def test_start_creates_a_held_run_with_an_empty_journal(store: RunStore) -> None:
     before = datetime.now(timezone.utc) - timedelta(seconds=1)
     lease = store.start("r1", kind="react", ttl=30, holder="worker-a", meta={"task": "x"})

@@ -107,6 +107,7 @@ def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
         time.sleep(0.02)
 
 
+@pytest.mark.slow
 def test_two_processes_acquiring_one_run_at_once_have_one_winner(
     store: RunStore, spawn: Callable[[], Worker]
 ) -> None:

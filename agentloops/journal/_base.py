@@ -197,7 +197,7 @@ def check_after_arg(after: object) -> int | None:
     return after
 
 
-def run_info(row: Sequence[Any], at: Callable[[Any], datetime | None]) -> RunInfo:
+def run_info(row: Sequence[Any], at: Callable[[Any], Any]) -> RunInfo:
     """A `RunInfo` from `(run_id, kind, status, meta, created_at, updated_at, holder,
     lease_expires_at, epoch, last_seq, now)`, each time converted by `at`."""
     run_id, kind, status, meta, created, updated, holder, expires, epoch, last_seq, now = row
@@ -207,13 +207,13 @@ def run_info(row: Sequence[Any], at: Callable[[Any], datetime | None]) -> RunInf
         kind=kind,
         status=status,
         meta=decode(run_id, meta),
-        created_at=at(created),  # type: ignore[arg-type]
-        updated_at=at(updated),  # type: ignore[arg-type]
+        created_at=at(created),
+        updated_at=at(updated),
         holder=holder,
         lease_expires_at=expires_at,
         epoch=epoch,
         last_seq=last_seq,
-        leased=holder is not None and expires_at is not None and expires_at > at(now),  # type: ignore[operator]
+        leased=holder is not None and expires_at is not None and expires_at > at(now),
     )
 
 

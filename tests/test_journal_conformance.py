@@ -300,7 +300,7 @@ def test_bad_entries_are_configuration_errors(store: RunStore, entries: Any, mes
 
 
 @pytest.mark.parametrize(
-    "data", [{"x": {1, 2}}, {"x": math.nan}, {"x": object()}, ["not", "a", "dict"], "text"]
+    "data", [{"x": {1, 2}}, {"x": math.nan}, {"x": object()}, ["a", "list"], [], "", 0]
 )
 def test_data_that_is_not_a_json_object_is_refused(store: RunStore, data: Any) -> None:
     lease = store.start("r1", kind="react", ttl=30)

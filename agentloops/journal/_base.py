@@ -240,6 +240,7 @@ class StoreBase:
         meta: Mapping[str, Any] | None = None,
         status: str = "running",
     ) -> Lease:
+        """Create the run, held by `holder` (epoch 1); `RunExists` when the id is taken."""
         check_name("run_id", run_id)
         return self._start(
             run_id,
@@ -251,11 +252,13 @@ class StoreBase:
         )
 
     def acquire(self, run_id: str, *, ttl: float, holder: str | None = None) -> Lease:
+        """Take the run's lease when it is free or expired; `RunLeased` otherwise."""
         check_name("run_id", run_id)
         holder = new_holder() if holder is None else check_name("holder", holder)
         return self._acquire(run_id, ttl=check_ttl(ttl), holder=holder)
 
     def renew(self, lease: Lease, *, ttl: float | None = None) -> Lease:
+        """Extend a current lease to now + `ttl` (default `lease.ttl`), keeping its epoch."""
         return self._renew(lease, check_ttl(lease.ttl if ttl is None else ttl))
 
     def update_run(
@@ -265,6 +268,7 @@ class StoreBase:
         status: str | None = None,
         meta: Mapping[str, Any] | None = None,
     ) -> RunInfo:
+        """Change the header's `status` and `meta` (replaced whole) under `lease`."""
         if status is not None:
             check_name("status", status)
         text = None if meta is None else encode(lease.run_id, "meta", meta)
@@ -280,7 +284,9 @@ class StoreBase:
         after: int | None = None,
         status: str | None = None,
     ) -> JournalRecord:
-        return self.append_many(lease, [(kind, data or {}, key)], after=after, status=status)[0]
+        """Append one record under `lease`; see `append_many`."""
+        entry = (kind, {} if data is None else data, key)
+        return self.append_many(lease, [entry], after=after, status=status)[0]
 
     def append_many(
         self,
@@ -290,6 +296,8 @@ class StoreBase:
         after: int | None = None,
         status: str | None = None,
     ) -> list[JournalRecord]:
+        """Append `(kind, data)` or `(kind, data, key)` entries in one fenced transaction;
+        `after=` makes it conditional on the journal's last seq; `status=` sets the run's."""
         new = prepare(lease.run_id, entries)
         if status is not None:
             check_name("status", status)

@@ -181,14 +181,7 @@ class PostgresStore(ConnectionPerProcess):
                 "INSERT INTO agentloops_runs VALUES (%(run_id)s, %(kind)s, %(status)s,"
                 " %(meta)s::json, clock_timestamp(), clock_timestamp(), %(holder)s,"
                 f" {_TTL}, 1, 0) ON CONFLICT (run_id) DO NOTHING RETURNING lease_expires_at",
-                {
-                    "run_id": run_id,
-                    "kind": kind,
-                    "status": status,
-                    "meta": meta,
-                    "holder": holder,
-                    "ttl": ttl,
-                },
+                dict(run_id=run_id, kind=kind, status=status, meta=meta, holder=holder, ttl=ttl),
             ).fetchone()
             if row is None:
                 raise RunExists(f"run {run_id!r} exists already", run_id=run_id)

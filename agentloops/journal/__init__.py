@@ -192,7 +192,8 @@ class RunStore(Protocol):
         ...
 
     def find(self, run_id: str, *, kind: str, key: str) -> JournalRecord | None:
-        """The record of `kind` with `key` (e.g. the decision on a call id), or `None`."""
+        """The record of `kind` with `key` (e.g. the decision on a call id), or `None` (also
+        for an unknown run)."""
         ...
 
     def run_info(self, run_id: str) -> RunInfo:

@@ -65,7 +65,8 @@ class LeaseKeeper:
         self._lost: LeaseLost | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._renewed_at = time.monotonic()  # the lease was just issued, or is about to be used
+        # When the lease was last known good: build the keeper right after acquiring it.
+        self._renewed_at = time.monotonic()
 
     @property
     def lease(self) -> Lease:
@@ -91,7 +92,6 @@ class LeaseKeeper:
         """Start renewing in a daemon thread."""
         if self._thread is not None:
             raise ConfigurationError("this LeaseKeeper was started already")
-        self._renewed_at = time.monotonic()
         self._thread = threading.Thread(
             target=self._run, name=f"lease-keeper {self._lease.run_id}", daemon=True
         )

@@ -3,8 +3,9 @@
 Import what you need from here: `from agentloops import ReActLoop, tool`.
 Importing has no side effects and does not import any provider SDK: provider clients
 (`AnthropicModel`, `OpenAICompatModel`) load on first access, and their SDK only when one is built.
-ReWOO, Plan-and-Execute, the router, the evaluator, checkpoints, batches and the comparison
-harness also load on first access: `from agentloops import ReWOOPipeline` works as usual.
+ReWOO, Plan-and-Execute, the router, the evaluator, checkpoints, run stores, batches and the
+comparison harness also load on first access: `from agentloops import ReWOOPipeline` works as
+usual.
 """
 
 import typing as _typing
@@ -15,6 +16,8 @@ from agentloops.errors import (
     BudgetExceeded,
     CheckpointError,
     ConfigurationError,
+    JournalConflict,
+    LeaseLost,
     ModelError,
     ModelOutputError,
     ModelRefused,
@@ -22,8 +25,12 @@ from agentloops.errors import (
     PlanValidationError,
     RecordWriteError,
     RunError,
+    RunExists,
+    RunLeased,
+    RunNotFound,
     RunStalled,
     StepLimitExceeded,
+    StoreError,
     ToolStepFailed,
     TranscriptError,
 )
@@ -89,6 +96,16 @@ if _typing.TYPE_CHECKING:  # pragma: no cover
     from agentloops.checkpoint import Checkpointer, MemoryCheckpointer, SQLiteCheckpointer
     from agentloops.comparison import Attempt, Comparison, LoopFactory, LoopSummary, compare
     from agentloops.evaluator import Evaluator, Verdict
+    from agentloops.journal import (
+        JournalRecord,
+        Lease,
+        LeaseKeeper,
+        MemoryStore,
+        PostgresStore,
+        RunInfo,
+        RunStore,
+        SQLiteStore,
+    )
     from agentloops.plan_execute import Plan, PlanAndExecute, PlanExecuteResult, PlanStep
     from agentloops.providers.anthropic import AnthropicModel
     from agentloops.providers.openai_compat import OpenAICompatModel
@@ -113,6 +130,14 @@ _LAZY = {
     "LoopSummary": "agentloops.comparison",
     "compare": "agentloops.comparison",
     "Evaluator": "agentloops.evaluator",
+    "JournalRecord": "agentloops.journal",
+    "Lease": "agentloops.journal",
+    "LeaseKeeper": "agentloops.journal",
+    "MemoryStore": "agentloops.journal",
+    "PostgresStore": "agentloops.journal",
+    "RunInfo": "agentloops.journal",
+    "RunStore": "agentloops.journal",
+    "SQLiteStore": "agentloops.journal",
     "Verdict": "agentloops.evaluator",
     "Plan": "agentloops.plan_execute",
     "PlanAndExecute": "agentloops.plan_execute",
@@ -165,9 +190,15 @@ __all__ = [
     "Event",
     "EventSink",
     "JSONLSink",
+    "JournalConflict",
+    "JournalRecord",
+    "Lease",
+    "LeaseKeeper",
+    "LeaseLost",
     "LoopFactory",
     "LoopSummary",
     "MemoryCheckpointer",
+    "MemoryStore",
     "Message",
     "ModelCallFinished",
     "ModelCallStarted",
@@ -186,6 +217,7 @@ __all__ = [
     "PlanMade",
     "PlanStep",
     "PlanValidationError",
+    "PostgresStore",
     "ReActLoop",
     "ReActResult",
     "ReWOOPipeline",
@@ -198,14 +230,21 @@ __all__ = [
     "RouteDecision",
     "Router",
     "RunError",
+    "RunExists",
     "RunFinished",
+    "RunInfo",
+    "RunLeased",
+    "RunNotFound",
     "RunStalled",
     "RunStarted",
+    "RunStore",
     "SQLiteCheckpointer",
+    "SQLiteStore",
     "StepFinished",
     "StepLimitExceeded",
     "StepStarted",
     "StopReason",
+    "StoreError",
     "StreamingModelClient",
     "StructuredReply",
     "Text",

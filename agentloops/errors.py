@@ -8,6 +8,12 @@
     ├── PlanValidationError         a plan that must not run (`.problems`)
     ├── CheckpointError             a saved run that cannot be loaded (`.run_id`)
     ├── RecordWriteError            a JSONL record could not be written (`.path`; an OSError)
+    ├── StoreError                  the run store failed or refused a write (`.run_id`)
+    │   ├── RunNotFound             no run with that id
+    │   ├── RunExists               `start` of a run id that is taken
+    │   ├── RunLeased               another holder drives the run (`.holder`, `.until`)
+    │   ├── LeaseLost               the lease expired or was taken over; nothing was written
+    │   └── JournalConflict         the journal moved past `after=`, or a keyed record exists
     └── RunError                    a run stopped short of an answer (`.result`)
         ├── StepLimitExceeded       `max_steps` (or `max_tool_calls`) reached
         ├── BudgetExceeded          the token budget is spent
@@ -106,6 +112,62 @@ class RecordWriteError(AgentLoopsError, OSError):
         self.path = path
         self.result = result
         self.errno = errno
+
+
+class StoreError(AgentLoopsError):
+    """The run store failed (its database is unreachable, a record is corrupted, the
+    schema is newer than this agentloops) or refused a write. The cause is chained."""
+
+    def __init__(self, message: str, *, run_id: str = ""):
+        super().__init__(message)
+        self.run_id = run_id
+
+
+class RunNotFound(StoreError):
+    """No run with that id is stored."""
+
+
+class RunExists(StoreError):
+    """A run with that id is stored already, so `start` cannot create it."""
+
+
+class RunLeased(StoreError):
+    """Another holder drives the run: its lease is current.
+
+    Attributes:
+        holder: the id of the holder (by default `host:pid:random`).
+        until: when its lease expires unless renewed (a UTC `datetime`, by the store's clock).
+    """
+
+    def __init__(self, message: str, *, run_id: str, holder: str, until: Any):
+        super().__init__(message, run_id=run_id)
+        self.holder = holder
+        self.until = until
+
+
+class LeaseLost(StoreError):
+    """The lease a write named is no longer current: it expired, or another holder took the
+    run over (a higher epoch), or the run was deleted. Nothing was written."""
+
+    def __init__(self, message: str, *, run_id: str, holder: str, epoch: int):
+        super().__init__(message, run_id=run_id)
+        self.holder = holder
+        self.epoch = epoch
+
+
+class JournalConflict(StoreError):
+    """An append the journal refused, writing nothing: the journal's last sequence number is
+    not the `after=` the caller expected, or a record with the same kind and key exists.
+
+    Attributes:
+        last_seq: the journal's last sequence number when the append was refused.
+        record: the record that holds the key, for a key conflict; else `None`.
+    """
+
+    def __init__(self, message: str, *, run_id: str, last_seq: int, record: Any = None):
+        super().__init__(message, run_id=run_id)
+        self.last_seq = last_seq
+        self.record = record
 
 
 class RunError(AgentLoopsError):

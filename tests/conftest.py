@@ -116,3 +116,32 @@ ReWOOPipeline = _both_drivers(_loops.ReWOOPipeline)
 PlanAndExecute = _both_drivers(_loops.PlanAndExecute)
 Router = _both_drivers(_loops.Router)
 Evaluator = _both_drivers(_loops.Evaluator)
+
+
+POSTGRES_ENV = "AGENTLOOPS_TEST_POSTGRES"
+
+
+@pytest.fixture(scope="session")
+def postgres_conninfo() -> Iterator[str]:
+    """A throwaway database on the server `AGENTLOOPS_TEST_POSTGRES` names (a libpq connection
+    string; `.ci/run` starts a server and sets it), dropped after the session. Tests that
+    need it are skipped when the variable is unset."""
+    import os
+    import secrets
+
+    server = os.environ.get(POSTGRES_ENV)
+    if not server:
+        pytest.skip(
+            f"{POSTGRES_ENV} is unset: run under .ci/with-postgres for the PostgreSQL tests"
+        )
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+
+    name = f"agentloops_test_{secrets.token_hex(6)}"
+    with psycopg.connect(server, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    try:
+        yield make_conninfo(server, dbname=name)
+    finally:
+        with psycopg.connect(server, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

@@ -1,0 +1,161 @@
+"""`LeaseKeeper`: renews a lease in a background thread while a run's work goes on.
+
+Renewal is what keeps a long model or tool call from losing the run; noticing a failed
+renewal is what lets the driver stop before it does work it can no longer record.
+Fencing does not depend on the keeper: a write under a lost lease fails anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from types import TracebackType
+
+from agentloops.errors import ConfigurationError, LeaseLost, StoreError
+from agentloops.journal import Lease, RunStore
+
+
+class LeaseKeeper:
+    """Renews `lease` every `interval` seconds in a daemon thread until stopped.
+
+    A renewal that raises `LeaseLost` (the lease expired, the run was taken over or
+    deleted) stops the keeper: `lost` holds the error, `check()` raises it, and
+    `on_lost` is called with it from the keeper's thread. A renewal that fails for
+    another reason (the database is briefly unreachable) is retried each interval until
+    `lease.ttl` seconds have passed since the last renewal that succeeded, measured on
+    this machine's monotonic clock from when that renewal was sent: from then on the
+    lease may have expired, so the keeper counts it as lost.
+
+    Use it with `with` in sync code, and `async with` in asyncio code (the thread still
+    does the renewing; entering and leaving never block the event loop):
+
+        lease = store.acquire(run_id, ttl=30)
+        with LeaseKeeper(store, lease) as keeper:
+            for effect in work:
+                keeper.check()          # stop before starting what cannot be recorded
+                store.append(lease, ...)
+        store.release(lease)
+
+    Args:
+        store: the store that issued the lease.
+        lease: the lease to keep.
+        interval: seconds between renewals; default a third of `lease.ttl`.
+        on_lost: called once, from the keeper's thread, when the lease is lost.
+    """
+
+    def __init__(
+        self,
+        store: RunStore,
+        lease: Lease,
+        *,
+        interval: float | None = None,
+        on_lost: Callable[[LeaseLost], object] | None = None,
+    ):
+        interval = lease.ttl / 3 if interval is None else interval
+        if not 0 < interval < lease.ttl:
+            raise ConfigurationError(
+                f"interval must be > 0 and < the lease's ttl {lease.ttl}, got {interval}"
+            )
+        self.store = store
+        self.interval = interval
+        self.on_lost = on_lost
+        self._lease = lease
+        self._lost: LeaseLost | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        # When the lease was last known good: build the keeper right after acquiring it.
+        self._renewed_at = time.monotonic()
+
+    @property
+    def lease(self) -> Lease:
+        """The lease as last renewed (the same epoch as the one given; a later expiry)."""
+        return self._lease
+
+    @property
+    def lost(self) -> LeaseLost | None:
+        """Why the lease was lost, or `None` while it is kept."""
+        return self._lost
+
+    def check(self) -> None:
+        """Raise `LeaseLost` if the keeper found the lease lost, or if no renewal has
+        succeeded for `lease.ttl` seconds (the process was suspended, the thread starved):
+        the lease may have expired even though the keeper has not yet been told so."""
+        if self._lost is None and time.monotonic() - self._renewed_at >= self._lease.ttl:
+            self._lost = self._expired(None)
+            self._stop.set()  # lost is lost: a late renewal must not make it look kept
+        if self._lost is not None:
+            raise self._lost
+
+    def start(self) -> LeaseKeeper:
+        """Start renewing in a daemon thread."""
+        if self._thread is not None:
+            raise ConfigurationError("this LeaseKeeper was started already")
+        self._thread = threading.Thread(
+            target=self._run, name=f"lease-keeper {self._lease.run_id}", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop renewing and wait for the thread (at most one renewal in flight)."""
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            sent = time.monotonic()
+            try:
+                self._lease = self.store.renew(self._lease)
+            except LeaseLost as exc:
+                self._give_up(exc)
+                return
+            except StoreError as exc:
+                if time.monotonic() - self._renewed_at < self._lease.ttl:
+                    continue  # transient: the lease is still ours for a while; try again
+                self._give_up(self._expired(exc))
+                return
+            self._renewed_at = sent
+
+    def _expired(self, cause: StoreError | None) -> LeaseLost:
+        lease = self._lease
+        lost = LeaseLost(
+            f"run {lease.run_id!r}: the lease of {lease.holder!r} (epoch {lease.epoch}) was not "
+            f"renewed for {lease.ttl}s and may have expired"
+            + ("" if cause is None else f": {cause}"),
+            run_id=lease.run_id,
+            holder=lease.holder,
+            epoch=lease.epoch,
+        )
+        lost.__cause__ = cause
+        return lost
+
+    def _give_up(self, lost: LeaseLost) -> None:
+        self._lost = lost
+        if self.on_lost is not None:
+            self.on_lost(lost)
+
+    def __enter__(self) -> LeaseKeeper:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> LeaseKeeper:
+        return self.start()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stop.set()
+        await asyncio.to_thread(self.stop)  # joining waits for a renewal in flight: not on the loop

@@ -1,0 +1,218 @@
+"""`MemoryStore`: the run store in this process's memory, for tests and single-process runs.
+
+Records are kept as JSON text, so a read never aliases what was appended, and every
+method holds one lock, so threads see the same lease rules the SQL stores enforce.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from agentloops.errors import RunExists
+from agentloops.journal import JournalRecord, Lease, RunInfo
+from agentloops.journal._base import (
+    NewRecord,
+    StoreBase,
+    check_after,
+    check_after_arg,
+    fence,
+    key_taken,
+    leased,
+    not_found,
+    record,
+    run_info,
+    utc,
+    utc_or_none,
+)
+
+
+@dataclass
+class _Run:
+    kind: str
+    status: str
+    meta: str
+    created_at: float
+    updated_at: float
+    holder: str | None
+    expires_at: float | None
+    epoch: int
+    records: list[tuple[str, str | None, str, float]] = field(default_factory=list)
+    """(kind, key, data, at) per record; seq is the index + 1."""
+    keys: dict[tuple[str, str], int] = field(default_factory=dict)
+    """(kind, key) to seq, for keyed records."""
+
+
+class MemoryStore(StoreBase):
+    """A `RunStore` in a dict: thread-safe, gone with the process.
+
+    Args:
+        clock: seconds since the epoch, as `time.time` (the default) gives them; a test
+            may pass its own to move leases past their expiry without sleeping.
+
+    Examples:
+        >>> store = MemoryStore()
+        >>> lease = store.start("r1", kind="react", ttl=30)
+        >>> store.append(lease, "model", {"text": "hi"}).seq
+        1
+        >>> [r.kind for r in store.read("r1")]
+        ['model']
+    """
+
+    def __init__(self, *, clock: Callable[[], float] = time.time):
+        self._clock = clock
+        self._runs: dict[str, _Run] = {}
+        self._lock = threading.Lock()
+
+    def _fenced(self, lease: Lease, now: float) -> _Run:
+        run = self._runs.get(lease.run_id)
+        current = None if run is None else (run.holder, run.epoch, utc_or_none(run.expires_at))
+        fence(lease, current, utc(now))
+        assert run is not None  # fence raised otherwise
+        return run
+
+    def _start(
+        self, run_id: str, *, kind: str, ttl: float, holder: str, meta: str, status: str
+    ) -> Lease:
+        with self._lock:
+            if run_id in self._runs:
+                raise RunExists(f"run {run_id!r} exists already", run_id=run_id)
+            now = self._clock()
+            self._runs[run_id] = _Run(kind, status, meta, now, now, holder, now + ttl, 1)
+            return Lease(run_id=run_id, holder=holder, epoch=1, ttl=ttl, expires_at=utc(now + ttl))
+
+    def _acquire(self, run_id: str, *, ttl: float, holder: str) -> Lease:
+        with self._lock:
+            run = self._runs.get(run_id)
+            if run is None:
+                raise not_found(run_id)
+            now = self._clock()
+            if run.holder is not None and run.expires_at is not None and run.expires_at > now:
+                raise leased(run_id, run.holder, utc(run.expires_at))
+            run.holder, run.expires_at, run.epoch = holder, now + ttl, run.epoch + 1
+            run.updated_at = now
+            return Lease(
+                run_id=run_id, holder=holder, epoch=run.epoch, ttl=ttl, expires_at=utc(now + ttl)
+            )
+
+    def _renew(self, lease: Lease, ttl: float) -> Lease:
+        with self._lock:
+            now = self._clock()
+            run = self._fenced(lease, now)
+            run.expires_at = now + ttl
+            return Lease(
+                run_id=lease.run_id,
+                holder=lease.holder,
+                epoch=lease.epoch,
+                ttl=ttl,
+                expires_at=utc(now + ttl),
+            )
+
+    def release(self, lease: Lease) -> bool:
+        with self._lock:
+            run = self._runs.get(lease.run_id)
+            now = self._clock()
+            if (
+                run is None
+                or run.epoch != lease.epoch
+                or run.expires_at is None
+                or run.expires_at <= now
+            ):
+                return False
+            run.holder = run.expires_at = None
+            run.updated_at = now
+            return True
+
+    def _update(self, lease: Lease, status: str | None, meta: str | None) -> RunInfo:
+        with self._lock:
+            now = self._clock()
+            run = self._fenced(lease, now)
+            run.status = run.status if status is None else status
+            run.meta = run.meta if meta is None else meta
+            run.updated_at = now
+            return self._info(lease.run_id, run, now)
+
+    def _append(
+        self, lease: Lease, new: list[NewRecord], after: int | None, status: str | None
+    ) -> list[JournalRecord]:
+        with self._lock:
+            now = self._clock()
+            run = self._fenced(lease, now)
+            last = len(run.records)
+            check_after(lease.run_id, after, last)
+            for entry in new:
+                seq = None if entry.key is None else run.keys.get((entry.kind, entry.key))
+                if seq is not None:
+                    raise key_taken(self._record(lease.run_id, run, seq), last)
+            for entry in new:
+                run.records.append((entry.kind, entry.key, entry.data, now))
+                if entry.key is not None:
+                    run.keys[(entry.kind, entry.key)] = len(run.records)
+            run.updated_at = now
+            run.status = run.status if status is None else status
+            return [
+                self._record(lease.run_id, run, seq)
+                for seq in range(last + 1, len(run.records) + 1)
+            ]
+
+    def read(self, run_id: str, *, after: int = 0) -> list[JournalRecord]:
+        start = check_after_arg(after) or 0
+        with self._lock:
+            run = self._runs.get(run_id)
+            if run is None:
+                raise not_found(run_id)
+            return [
+                self._record(run_id, run, seq) for seq in range(start + 1, len(run.records) + 1)
+            ]
+
+    def find(self, run_id: str, *, kind: str, key: str) -> JournalRecord | None:
+        with self._lock:
+            run = self._runs.get(run_id)
+            seq = None if run is None else run.keys.get((kind, key))
+            return None if run is None or seq is None else self._record(run_id, run, seq)
+
+    def run_info(self, run_id: str) -> RunInfo:
+        with self._lock:
+            run = self._runs.get(run_id)
+            if run is None:
+                raise not_found(run_id)
+            return self._info(run_id, run, self._clock())
+
+    def list_runs(self, *, status: str | None = None, kind: str | None = None) -> list[RunInfo]:
+        with self._lock:
+            now = self._clock()
+            runs = sorted(self._runs.items(), key=lambda item: (item[1].created_at, item[0]))
+            return [
+                self._info(run_id, run, now)
+                for run_id, run in runs
+                if (status is None or run.status == status) and (kind is None or run.kind == kind)
+            ]
+
+    def delete(self, run_id: str, *, force: bool = False) -> bool:
+        with self._lock:
+            run = self._runs.get(run_id)
+            if run is None:
+                return False
+            expires = run.expires_at
+            if (
+                not force
+                and run.holder is not None
+                and expires is not None
+                and expires > self._clock()
+            ):
+                raise leased(run_id, run.holder, utc(expires))
+            del self._runs[run_id]
+            return True
+
+    @staticmethod
+    def _record(run_id: str, run: _Run, seq: int) -> JournalRecord:
+        kind, key, data, at = run.records[seq - 1]
+        return record(run_id, seq, kind, key, data, utc(at))
+
+    @staticmethod
+    def _info(run_id: str, run: _Run, now: float) -> RunInfo:
+        row = (run_id, run.kind, run.status, run.meta, run.created_at, run.updated_at)
+        lease = (run.holder, run.expires_at, run.epoch, len(run.records), now)
+        return run_info(row + lease, utc_or_none)

@@ -1,0 +1,343 @@
+"""`PostgresStore`: the run store in PostgreSQL (psycopg 3), for processes on many machines.
+
+Lease times come from the database server's clock (`clock_timestamp()`), never from a
+client's, and each fenced write is one statement that locks the run's row, checks the
+lease and writes: a take-over (which bumps the epoch under the same row lock) either
+happens before it, and the write finds its epoch gone, or after it has committed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from agentloops.errors import RunExists, StoreError
+from agentloops.journal import JournalRecord, Lease, RunInfo
+from agentloops.journal._base import (
+    SCHEMA_VERSION,
+    NewRecord,
+    check_after,
+    check_after_arg,
+    check_schema,
+    fence,
+    key_taken,
+    leased,
+    not_found,
+    record,
+    run_info,
+)
+from agentloops.journal._connection import ConnectionPerProcess
+
+if TYPE_CHECKING:  # pragma: no cover
+    import psycopg
+
+    Conn = psycopg.Connection[tuple[Any, ...]]
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS agentloops_schema ("
+    " component text PRIMARY KEY, version integer NOT NULL)",
+    # `json`, not `jsonb`: it keeps the text as written (key order included) and still checks it.
+    "CREATE TABLE IF NOT EXISTS agentloops_runs ("
+    " run_id text PRIMARY KEY, kind text NOT NULL, status text NOT NULL, meta json NOT NULL,"
+    " created_at timestamptz NOT NULL, updated_at timestamptz NOT NULL,"
+    " holder text, lease_expires_at timestamptz, epoch bigint NOT NULL, last_seq bigint NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS agentloops_journal ("
+    " run_id text NOT NULL, seq bigint NOT NULL, kind text NOT NULL, key text,"
+    " data json NOT NULL, at timestamptz NOT NULL, PRIMARY KEY (run_id, seq))",
+    "CREATE UNIQUE INDEX IF NOT EXISTS agentloops_journal_key"
+    " ON agentloops_journal (run_id, kind, key) WHERE key IS NOT NULL",
+)
+_MIGRATION_LOCK = 0x6167656E746C6F6F  # "agentloo": serialises first connections' CREATEs
+
+# A lease is current when its epoch is the run's and it has not expired by the server's clock.
+_CURRENT = (
+    "run_id = %(run_id)s AND epoch = %(epoch)s"
+    " AND holder IS NOT NULL AND lease_expires_at > clock_timestamp()"
+)
+_TTL = "clock_timestamp() + %(ttl)s * interval '1 second'"
+# Fence, allocate the sequence numbers and insert: one statement, one round trip.
+_APPEND = (
+    "WITH fenced AS (UPDATE agentloops_runs SET last_seq = last_seq + %(n)s,"
+    " updated_at = clock_timestamp(), status = coalesce(%(status)s, status)"
+    f" WHERE {_CURRENT} AND (%(after)s::bigint IS NULL OR last_seq = %(after)s::bigint)"
+    " RETURNING last_seq - %(n)s AS base, updated_at AS at)"
+    " INSERT INTO agentloops_journal (run_id, seq, kind, key, data, at)"
+    " SELECT %(run_id)s, fenced.base + e.n, e.kind, e.key, e.data::json, fenced.at FROM fenced,"
+    " unnest(%(kinds)s::text[], %(keys)s::text[], %(data)s::text[])"
+    " WITH ORDINALITY AS e(kind, key, data, n) RETURNING seq, at"
+)
+_INFO = (
+    "SELECT run_id, kind, status, meta::text, created_at, updated_at, holder, lease_expires_at,"
+    " epoch, last_seq, clock_timestamp() FROM agentloops_runs"
+)
+_RECORD = "SELECT seq, kind, key, data::text, at FROM agentloops_journal"
+
+
+class PostgresStore(ConnectionPerProcess):
+    """A `RunStore` in PostgreSQL, shared by processes on any number of machines.
+
+    Its tables are `agentloops_runs`, `agentloops_journal` and `agentloops_schema`, created
+    on first use in the connection's schema (put `options=-csearch_path=...` in the
+    connection string for another); an application may keep its own tables in the same
+    database (open a connection with `connect()`). Each process uses one connection per
+    store, shared by its threads; a broken connection is replaced on the next call.
+
+    Args:
+        conninfo: a libpq connection string or URI (`"host=db dbname=agents user=..."`).
+        connect_timeout: seconds to wait for the server when connecting.
+
+    Raises:
+        ImportError: psycopg is not installed (`pip install 'agentloops-kit[postgres]'`).
+        StoreError: the server cannot be reached, or its tables are from a newer agentloops.
+    """
+
+    def __init__(self, conninfo: str = "", *, connect_timeout: float = 10.0):
+        try:
+            import psycopg
+        except ImportError as exc:
+            raise ImportError(
+                "PostgresStore needs psycopg: pip install 'agentloops-kit[postgres]'"
+            ) from exc
+        self._psycopg = psycopg
+        self.conninfo = conninfo
+        """The connection string, for an application's own connections."""
+        self.connect_timeout = connect_timeout
+        self._init_connection()
+
+    def _settings(self) -> dict[str, Any]:
+        return {"conninfo": self.conninfo, "connect_timeout": self.connect_timeout}
+
+    def connect(self, **kwargs: Any) -> Conn:
+        """A new connection to the store's database, for an application's own tables
+        (psycopg's defaults; `kwargs` go to `psycopg.connect`). Close it yourself."""
+        kwargs.setdefault("connect_timeout", max(1, round(self.connect_timeout)))
+        conn: Conn = self._psycopg.connect(self.conninfo, **kwargs)
+        return conn
+
+    def _usable(self, conn: Conn) -> bool:
+        return not conn.closed and not conn.broken
+
+    def _open(self) -> Conn:
+        try:
+            conn = self.connect(autocommit=True)
+        except self._psycopg.Error as exc:
+            raise StoreError(f"PostgreSQL: cannot open the run store: {exc}") from exc
+        try:
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+                query = "SELECT version FROM agentloops_schema WHERE component = 'journal'"
+                row = conn.execute(query).fetchone()
+                if row is None:
+                    insert = "INSERT INTO agentloops_schema VALUES ('journal', %s)"
+                    conn.execute(insert, (SCHEMA_VERSION,))
+            check_schema("PostgreSQL", SCHEMA_VERSION if row is None else row[0])
+        except self._psycopg.Error as exc:
+            conn.close()
+            raise StoreError(f"PostgreSQL: cannot open the run store: {exc}") from exc
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    @contextmanager
+    def _using(self, run_id: str, action: str, *, transaction: bool = False) -> Iterator[Conn]:
+        """This process's connection, in autocommit (each fenced write is one statement) or
+        in one `transaction`; psycopg's errors become `StoreError`."""
+        with self._lock:
+            conn = self._connection()
+            try:
+                if not transaction:
+                    yield conn
+                    return
+                with conn.transaction():
+                    yield conn
+            except self._psycopg.Error as exc:  # server gone, connection dropped, disk full, ...
+                raise StoreError(f"PostgreSQL: could not {action}: {exc}", run_id=run_id) from exc
+
+    @staticmethod
+    def _lost(conn: Conn, lease: Lease, after: int | None = None) -> NoReturn:
+        """Say why a fenced statement matched no row: the lease, or `after=`."""
+        row = conn.execute(
+            "SELECT holder, epoch, lease_expires_at, last_seq, clock_timestamp()"
+            " FROM agentloops_runs WHERE run_id = %s",
+            (lease.run_id,),
+        ).fetchone()
+        now = datetime.now(timezone.utc) if row is None else _utc(row[4])
+        fence(lease, None if row is None else (row[0], row[1], _utc(row[2])), now)
+        assert row is not None  # fence raised for a deleted run
+        check_after(lease.run_id, after, row[3])
+        raise StoreError(f"run {lease.run_id!r}: the write did not apply", run_id=lease.run_id)
+
+    def _start(
+        self, run_id: str, *, kind: str, ttl: float, holder: str, meta: str, status: str
+    ) -> Lease:
+        with self._using(run_id, f"start run {run_id!r}") as conn:
+            row = conn.execute(
+                "INSERT INTO agentloops_runs VALUES (%(run_id)s, %(kind)s, %(status)s,"
+                " %(meta)s::json, clock_timestamp(), clock_timestamp(), %(holder)s,"
+                f" {_TTL}, 1, 0) ON CONFLICT (run_id) DO NOTHING RETURNING lease_expires_at",
+                dict(run_id=run_id, kind=kind, status=status, meta=meta, holder=holder, ttl=ttl),
+            ).fetchone()
+            if row is None:
+                raise RunExists(f"run {run_id!r} exists already", run_id=run_id)
+        return Lease(run_id=run_id, holder=holder, epoch=1, ttl=ttl, expires_at=_utc(row[0]))
+
+    def _acquire(self, run_id: str, *, ttl: float, holder: str) -> Lease:
+        params = {"run_id": run_id, "holder": holder, "ttl": ttl}
+        with self._using(run_id, f"acquire run {run_id!r}") as conn:
+            while True:  # again only if the lease seen as current expired in between
+                row = conn.execute(
+                    "UPDATE agentloops_runs SET holder = %(holder)s, epoch = epoch + 1,"
+                    f" updated_at = clock_timestamp(), lease_expires_at = {_TTL}"
+                    " WHERE run_id = %(run_id)s AND (holder IS NULL OR lease_expires_at IS NULL"
+                    " OR lease_expires_at <= clock_timestamp()) RETURNING epoch, lease_expires_at",
+                    params,
+                ).fetchone()
+                if row is not None:
+                    return Lease(
+                        run_id=run_id, holder=holder, epoch=row[0], ttl=ttl, expires_at=_utc(row[1])
+                    )
+                held = conn.execute(
+                    "SELECT holder, lease_expires_at, lease_expires_at > clock_timestamp()"
+                    " FROM agentloops_runs WHERE run_id = %(run_id)s",
+                    params,
+                ).fetchone()
+                if held is None:
+                    raise not_found(run_id)
+                if held[2]:
+                    raise leased(run_id, held[0], _utc(held[1]))
+
+    def _renew(self, lease: Lease, ttl: float) -> Lease:
+        params = {"run_id": lease.run_id, "epoch": lease.epoch, "ttl": ttl}
+        with self._using(lease.run_id, f"renew run {lease.run_id!r}") as conn:
+            row = conn.execute(
+                f"UPDATE agentloops_runs SET lease_expires_at = {_TTL}"
+                f" WHERE {_CURRENT} RETURNING lease_expires_at",
+                params,
+            ).fetchone()
+            if row is None:
+                self._lost(conn, lease)
+        return replace(lease, ttl=ttl, expires_at=_utc(row[0]))
+
+    def release(self, lease: Lease) -> bool:
+        with self._using(lease.run_id, f"release run {lease.run_id!r}") as conn:
+            cursor = conn.execute(
+                "UPDATE agentloops_runs SET holder = NULL, lease_expires_at = NULL,"
+                f" updated_at = clock_timestamp() WHERE {_CURRENT}",
+                {"run_id": lease.run_id, "epoch": lease.epoch},
+            )
+            return cursor.rowcount > 0
+
+    def _update(self, lease: Lease, status: str | None, meta: str | None) -> RunInfo:
+        params = {"run_id": lease.run_id, "epoch": lease.epoch, "status": status, "meta": meta}
+        with self._using(lease.run_id, f"update run {lease.run_id!r}") as conn:
+            row = conn.execute(
+                "UPDATE agentloops_runs SET status = coalesce(%(status)s, status),"
+                " meta = coalesce(%(meta)s::json, meta), updated_at = clock_timestamp()"
+                f" WHERE {_CURRENT} RETURNING 1",
+                params,
+            ).fetchone()
+            if row is None:
+                self._lost(conn, lease)
+            return self._info(conn, lease.run_id)
+
+    def _append(
+        self, lease: Lease, new: list[NewRecord], after: int | None, status: str | None
+    ) -> list[JournalRecord]:
+        run_id = lease.run_id
+        params = {"run_id": run_id, "epoch": lease.epoch, "n": len(new)}
+        params |= {"after": after, "status": status, "kinds": [e.kind for e in new]}
+        params |= {"keys": [e.key for e in new], "data": [e.data for e in new]}
+        with self._using(run_id, f"append to run {run_id!r}") as conn:
+            try:
+                rows = conn.execute(_APPEND, params).fetchall()
+            except self._psycopg.errors.UniqueViolation:
+                self._key_taken(conn, run_id, new)
+                raise
+            if not rows:
+                self._lost(conn, lease, after)
+        at = _utc(rows[0][1])
+        return [
+            record(run_id, seq, e.kind, e.key, e.data, at)
+            for e, (seq, _) in zip(new, rows, strict=True)
+        ]
+
+    def _key_taken(self, conn: Conn, run_id: str, new: list[NewRecord]) -> None:
+        """Raise `JournalConflict` naming the stored record whose key an entry repeats."""
+        for entry in new:
+            taken = entry.key and self._find(conn, run_id, entry.kind, entry.key)
+            if taken:
+                query = "SELECT last_seq FROM agentloops_runs WHERE run_id = %s"
+                last = conn.execute(query, (run_id,)).fetchone()
+                raise key_taken(taken, 0 if last is None else last[0])
+
+    def read(self, run_id: str, *, after: int = 0) -> list[JournalRecord]:
+        start = check_after_arg(after) or 0
+        with self._using(run_id, f"read run {run_id!r}") as conn:
+            rows = conn.execute(
+                "SELECT j.seq, j.kind, j.key, j.data::text, j.at FROM agentloops_runs r"
+                " LEFT JOIN agentloops_journal j ON j.run_id = r.run_id AND j.seq > %s"
+                " WHERE r.run_id = %s ORDER BY j.seq",
+                (start, run_id),
+            ).fetchall()
+        if not rows:
+            raise not_found(run_id)
+        return [
+            record(run_id, seq, kind, key, data, _utc(at))
+            for seq, kind, key, data, at in rows
+            if seq is not None  # the one row of a run with no record after `start`
+        ]
+
+    def find(self, run_id: str, *, kind: str, key: str) -> JournalRecord | None:
+        with self._using(run_id, f"read run {run_id!r}") as conn:
+            return self._find(conn, run_id, kind, key)
+
+    @staticmethod
+    def _find(conn: Conn, run_id: str, kind: str, key: str) -> JournalRecord | None:
+        query = f"{_RECORD} WHERE run_id = %s AND kind = %s AND key = %s"
+        row = conn.execute(query, (run_id, kind, key)).fetchone()
+        return None if row is None else record(run_id, row[0], row[1], row[2], row[3], _utc(row[4]))
+
+    def run_info(self, run_id: str) -> RunInfo:
+        with self._using(run_id, f"read run {run_id!r}") as conn:
+            return self._info(conn, run_id)
+
+    @staticmethod
+    def _info(conn: Conn, run_id: str) -> RunInfo:
+        row = conn.execute(f"{_INFO} WHERE run_id = %s", (run_id,)).fetchone()
+        if row is None:
+            raise not_found(run_id)
+        return run_info(row, _utc)
+
+    def list_runs(self, *, status: str | None = None, kind: str | None = None) -> list[RunInfo]:
+        with self._using("", "list the runs") as conn:
+            rows = conn.execute(
+                f"{_INFO} WHERE (%(status)s::text IS NULL OR status = %(status)s)"
+                " AND (%(kind)s::text IS NULL OR kind = %(kind)s) ORDER BY created_at, run_id",
+                {"status": status, "kind": kind},
+            ).fetchall()
+        return [run_info(row, _utc) for row in rows]
+
+    def delete(self, run_id: str, *, force: bool = False) -> bool:
+        with self._using(run_id, f"delete run {run_id!r}", transaction=True) as conn:
+            row = conn.execute(
+                "SELECT holder, lease_expires_at, lease_expires_at > clock_timestamp()"
+                " FROM agentloops_runs WHERE run_id = %s FOR UPDATE",
+                (run_id,),
+            ).fetchone()
+            if row is None:
+                return False
+            if not force and row[0] is not None and row[2]:
+                raise leased(run_id, row[0], _utc(row[1]))
+            conn.execute("DELETE FROM agentloops_journal WHERE run_id = %s", (run_id,))
+            conn.execute("DELETE FROM agentloops_runs WHERE run_id = %s", (run_id,))
+        return True
+
+
+def _utc(value: datetime | None) -> Any:
+    return None if value is None else value.astimezone(timezone.utc)

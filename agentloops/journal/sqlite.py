@@ -1,0 +1,311 @@
+"""`SQLiteStore`: the run store in one SQLite file, for threads and processes on one machine.
+
+WAL (readers never block the writer), a busy timeout, and `BEGIN IMMEDIATE` around every
+fenced write: the lease check and the write happen under SQLite's one write lock, so no
+other process can take the run over in between. Times are this machine's clock.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Literal
+
+from agentloops.errors import ConfigurationError, RunExists, StoreError
+from agentloops.journal import JournalRecord, Lease, RunInfo
+from agentloops.journal._base import (
+    SCHEMA_VERSION,
+    NewRecord,
+    check_after,
+    check_after_arg,
+    check_schema,
+    fence,
+    key_taken,
+    leased,
+    not_found,
+    record,
+    run_info,
+    utc,
+    utc_or_none,
+)
+from agentloops.journal._connection import ConnectionPerProcess
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS agentloops_schema ("
+    " component TEXT PRIMARY KEY, version INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS agentloops_runs ("
+    " run_id TEXT PRIMARY KEY, kind TEXT NOT NULL, status TEXT NOT NULL, meta TEXT NOT NULL,"
+    " created_at REAL NOT NULL, updated_at REAL NOT NULL,"
+    " holder TEXT, lease_expires_at REAL, epoch INTEGER NOT NULL)",
+    # WITHOUT ROWID: the records are clustered by (run_id, seq), so a read is one range scan.
+    "CREATE TABLE IF NOT EXISTS agentloops_journal ("
+    " run_id TEXT NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL, key TEXT,"
+    " data TEXT NOT NULL, at REAL NOT NULL, PRIMARY KEY (run_id, seq)) WITHOUT ROWID",
+    "CREATE UNIQUE INDEX IF NOT EXISTS agentloops_journal_key"
+    " ON agentloops_journal (run_id, kind, key) WHERE key IS NOT NULL",
+)
+# The header and the journal's last record, whose time counts as the run's last update; the
+# last column is the caller's clock. Text is read as bytes: invalid UTF-8 is "corrupted".
+_INFO = (
+    "SELECT r.run_id, r.kind, r.status, CAST(r.meta AS BLOB), r.created_at,"
+    " max(r.updated_at, coalesce(j.at, 0)), r.holder, r.lease_expires_at, r.epoch,"
+    " coalesce(j.seq, 0), ? FROM agentloops_runs r LEFT JOIN agentloops_journal j"
+    " ON j.run_id = r.run_id"
+    " AND j.seq = (SELECT max(seq) FROM agentloops_journal WHERE run_id = r.run_id)"
+)
+_RECORD = "SELECT seq, kind, key, CAST(data AS BLOB), at FROM agentloops_journal"
+
+
+class SQLiteStore(ConnectionPerProcess):
+    """A `RunStore` in one SQLite file, shared by threads and by processes on one machine.
+
+    Its tables are `agentloops_runs`, `agentloops_journal` and `agentloops_schema`; an
+    application may keep its own tables in the same file (open it with `connect()`).
+    Do not put the file on a network filesystem: SQLite's locks are not reliable there.
+    Across machines, use `PostgresStore`.
+
+    Args:
+        path: the database file, created when missing.
+        timeout: seconds a call waits for another process's write lock.
+        synchronous: `"FULL"` (the default) syncs the WAL at every commit, so a record
+            survives a power cut; `"NORMAL"` syncs at checkpoints only: a record survives
+            the process crashing, but the last ones may be lost if the machine does.
+
+    Examples:
+        >>> import tempfile, pathlib
+        >>> store = SQLiteStore(pathlib.Path(tempfile.mkdtemp()) / "runs.db")
+        >>> lease = store.start("r1", kind="react", ttl=30)
+        >>> store.append(lease, "model", {"text": "hi"}, status="finished").seq
+        1
+        >>> store.run_info("r1").status
+        'finished'
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        timeout: float = 30.0,
+        synchronous: Literal["FULL", "NORMAL"] = "FULL",
+    ):
+        if synchronous not in ("FULL", "NORMAL"):
+            raise ConfigurationError(f'synchronous must be "FULL" or "NORMAL", got {synchronous!r}')
+        self.path = Path(path)
+        """The database file."""
+        self.timeout = timeout
+        self.synchronous = synchronous
+        self._init_connection()
+
+    def _settings(self) -> dict[str, Any]:
+        return {"path": self.path, "timeout": self.timeout, "synchronous": self.synchronous}
+
+    def connect(self) -> sqlite3.Connection:
+        """A new connection to the same file, set up as the store's (WAL, busy timeout,
+        autocommit unless you `BEGIN`), for an application's own tables. Close it yourself."""
+        conn = sqlite3.connect(
+            self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
+        )
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={self.synchronous}")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _open(self) -> sqlite3.Connection:
+        try:
+            conn = self.connect()
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: cannot open the run store: {exc}") from exc
+        try:
+            with _transaction(conn, "BEGIN IMMEDIATE"):
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+                query = "SELECT version FROM agentloops_schema WHERE component = 'journal'"
+                row = conn.execute(query).fetchone()
+                if row is None:
+                    insert = "INSERT INTO agentloops_schema VALUES ('journal', ?)"
+                    conn.execute(insert, (SCHEMA_VERSION,))
+            check_schema(str(self.path), SCHEMA_VERSION if row is None else row[0])
+        except sqlite3.Error as exc:
+            conn.close()
+            raise StoreError(f"{self.path}: cannot open the run store: {exc}") from exc
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    @contextmanager
+    def _using(
+        self, run_id: str, action: str, *, write: bool = False
+    ) -> Iterator[sqlite3.Connection]:
+        """One transaction on this process's connection (`BEGIN IMMEDIATE` to `write`, so
+        the checks and the write hold the lock together); SQLite's errors become `StoreError`."""
+        with self._lock:
+            conn = self._connection()
+            try:
+                with _transaction(conn, "BEGIN IMMEDIATE" if write else "BEGIN"):
+                    yield conn
+            except sqlite3.Error as exc:  # locked past the timeout, disk full, I/O error, ...
+                raise StoreError(f"{self.path}: could not {action}: {exc}", run_id=run_id) from exc
+
+    @staticmethod
+    def _fenced(conn: sqlite3.Connection, lease: Lease) -> float:
+        """Check `lease` inside a write transaction; the time it was checked."""
+        now = time.time()  # after BEGIN IMMEDIATE returned: time spent waiting does not count
+        query = "SELECT holder, epoch, lease_expires_at FROM agentloops_runs WHERE run_id = ?"
+        row = conn.execute(query, (lease.run_id,)).fetchone()
+        fence(lease, None if row is None else (row[0], row[1], utc_or_none(row[2])), utc(now))
+        return now
+
+    def _start(
+        self, run_id: str, *, kind: str, ttl: float, holder: str, meta: str, status: str
+    ) -> Lease:
+        with self._using(run_id, f"start run {run_id!r}", write=True) as conn:
+            now = time.time()
+            inserted = conn.execute(
+                "INSERT INTO agentloops_runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1)"
+                " ON CONFLICT DO NOTHING",
+                (run_id, kind, status, meta, now, now, holder, now + ttl),
+            ).rowcount
+            if not inserted:
+                raise RunExists(f"run {run_id!r} exists already", run_id=run_id)
+        return Lease(run_id=run_id, holder=holder, epoch=1, ttl=ttl, expires_at=utc(now + ttl))
+
+    def _acquire(self, run_id: str, *, ttl: float, holder: str) -> Lease:
+        with self._using(run_id, f"acquire run {run_id!r}", write=True) as conn:
+            now = time.time()
+            query = "SELECT holder, lease_expires_at, epoch FROM agentloops_runs WHERE run_id = ?"
+            row = conn.execute(query, (run_id,)).fetchone()
+            if row is None:
+                raise not_found(run_id)
+            if row[0] is not None and row[1] is not None and row[1] > now:
+                raise leased(run_id, row[0], utc(row[1]))
+            conn.execute(
+                "UPDATE agentloops_runs SET holder = ?, lease_expires_at = ?, epoch = ?,"
+                " updated_at = ? WHERE run_id = ?",
+                (holder, now + ttl, row[2] + 1, now, run_id),
+            )
+        return Lease(
+            run_id=run_id, holder=holder, epoch=row[2] + 1, ttl=ttl, expires_at=utc(now + ttl)
+        )
+
+    def _renew(self, lease: Lease, ttl: float) -> Lease:
+        with self._using(lease.run_id, f"renew run {lease.run_id!r}", write=True) as conn:
+            now = self._fenced(conn, lease)
+            query = "UPDATE agentloops_runs SET lease_expires_at = ? WHERE run_id = ?"
+            conn.execute(query, (now + ttl, lease.run_id))
+        return replace(lease, ttl=ttl, expires_at=utc(now + ttl))
+
+    def release(self, lease: Lease) -> bool:
+        with self._using(lease.run_id, f"release run {lease.run_id!r}", write=True) as conn:
+            now = time.time()
+            cursor = conn.execute(
+                "UPDATE agentloops_runs SET holder = NULL, lease_expires_at = NULL,"
+                " updated_at = ? WHERE run_id = ? AND epoch = ? AND lease_expires_at > ?",
+                (now, lease.run_id, lease.epoch, now),
+            )
+            return cursor.rowcount > 0
+
+    def _update(self, lease: Lease, status: str | None, meta: str | None) -> RunInfo:
+        with self._using(lease.run_id, f"update run {lease.run_id!r}", write=True) as conn:
+            now = self._fenced(conn, lease)
+            conn.execute(
+                "UPDATE agentloops_runs SET status = coalesce(?, status),"
+                " meta = coalesce(?, meta), updated_at = ? WHERE run_id = ?",
+                (status, meta, now, lease.run_id),
+            )
+            return self._info(conn, lease.run_id, now)
+
+    def _append(
+        self, lease: Lease, new: list[NewRecord], after: int | None, status: str | None
+    ) -> list[JournalRecord]:
+        run_id = lease.run_id
+        with self._using(run_id, f"append to run {run_id!r}", write=True) as conn:
+            now = self._fenced(conn, lease)
+            query = "SELECT coalesce(max(seq), 0) FROM agentloops_journal WHERE run_id = ?"
+            last = conn.execute(query, (run_id,)).fetchone()[0]
+            check_after(run_id, after, last)
+            for entry in new:
+                taken = entry.key and self._find(conn, run_id, entry.kind, entry.key)
+                if taken:
+                    raise key_taken(taken, last)
+            conn.executemany(
+                "INSERT INTO agentloops_journal VALUES (?, ?, ?, ?, ?, ?)",
+                [(run_id, last + i, e.kind, e.key, e.data, now) for i, e in enumerate(new, 1)],
+            )
+            if status is not None:
+                query = "UPDATE agentloops_runs SET status = ?, updated_at = ? WHERE run_id = ?"
+                conn.execute(query, (status, now, run_id))
+        at = utc(now)
+        return [record(run_id, last + i, e.kind, e.key, e.data, at) for i, e in enumerate(new, 1)]
+
+    def read(self, run_id: str, *, after: int = 0) -> list[JournalRecord]:
+        start = check_after_arg(after) or 0
+        with self._using(run_id, f"read run {run_id!r}") as conn:
+            if not conn.execute(
+                "SELECT 1 FROM agentloops_runs WHERE run_id = ?", (run_id,)
+            ).fetchone():
+                raise not_found(run_id)
+            query = f"{_RECORD} WHERE run_id = ? AND seq > ? ORDER BY seq"
+            rows = conn.execute(query, (run_id, start)).fetchall()
+        return [record(run_id, seq, kind, key, data, utc(at)) for seq, kind, key, data, at in rows]
+
+    def find(self, run_id: str, *, kind: str, key: str) -> JournalRecord | None:
+        with self._using(run_id, f"read run {run_id!r}") as conn:
+            return self._find(conn, run_id, kind, key)
+
+    @staticmethod
+    def _find(conn: sqlite3.Connection, run_id: str, kind: str, key: str) -> JournalRecord | None:
+        query = f"{_RECORD} WHERE run_id = ? AND kind = ? AND key = ?"
+        row = conn.execute(query, (run_id, kind, key)).fetchone()
+        return None if row is None else record(run_id, row[0], row[1], row[2], row[3], utc(row[4]))
+
+    def run_info(self, run_id: str) -> RunInfo:
+        with self._using(run_id, f"read run {run_id!r}") as conn:
+            return self._info(conn, run_id, time.time())
+
+    @staticmethod
+    def _info(conn: sqlite3.Connection, run_id: str, now: float) -> RunInfo:
+        row = conn.execute(f"{_INFO} WHERE r.run_id = ?", (now, run_id)).fetchone()
+        if row is None:
+            raise not_found(run_id)
+        return run_info(row, utc_or_none)
+
+    def list_runs(self, *, status: str | None = None, kind: str | None = None) -> list[RunInfo]:
+        with self._using("", "list the runs") as conn:
+            rows = conn.execute(
+                f"{_INFO} WHERE coalesce(?, r.status) = r.status AND coalesce(?, r.kind) = r.kind"
+                " ORDER BY r.created_at, r.run_id",
+                (time.time(), status, kind),
+            ).fetchall()
+        return [run_info(row, utc_or_none) for row in rows]
+
+    def delete(self, run_id: str, *, force: bool = False) -> bool:
+        with self._using(run_id, f"delete run {run_id!r}", write=True) as conn:
+            query = "SELECT holder, lease_expires_at FROM agentloops_runs WHERE run_id = ?"
+            row = conn.execute(query, (run_id,)).fetchone()
+            if row is None:
+                return False
+            if not force and row[0] is not None and row[1] is not None and row[1] > time.time():
+                raise leased(run_id, row[0], utc(row[1]))
+            conn.execute("DELETE FROM agentloops_journal WHERE run_id = ?", (run_id,))
+            conn.execute("DELETE FROM agentloops_runs WHERE run_id = ?", (run_id,))
+        return True
+
+
+@contextmanager
+def _transaction(conn: sqlite3.Connection, begin: str) -> Iterator[None]:
+    conn.execute(begin)
+    try:
+        yield
+    except BaseException:
+        if conn.in_transaction:  # SQLite may have rolled back already (disk full, ...)
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")

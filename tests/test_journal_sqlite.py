@@ -1,0 +1,138 @@
+"""SQLiteStore beyond the shared contract: its file, its locks, a newer schema, bad data,
+and an application's own tables (full-text search) in the same file."""
+
+from __future__ import annotations
+
+import pickle
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentloops import ConfigurationError, SQLiteCheckpointer, SQLiteStore, StoreError
+
+
+@pytest.fixture
+def opened() -> Iterator[Callable[..., SQLiteStore]]:
+    """`SQLiteStore(...)`, closed after the test (an unclosed connection warns on 3.13)."""
+    stores: list[Any] = []
+
+    def open_store(*args: Any, **kwargs: Any) -> SQLiteStore:
+        stores.append(SQLiteStore(*args, **kwargs))
+        return stores[-1]
+
+    yield open_store
+    for store in stores:
+        store.close()
+
+
+def test_schema_from_a_newer_agentloops_is_refused_with_its_version(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    SQLiteStore(path).close()
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("UPDATE agentloops_schema SET version = 99 WHERE component = 'journal'")
+    with pytest.raises(
+        StoreError, match=r"schema version 99 is newer than this agentloops supports \(1\)"
+    ):
+        SQLiteStore(path)
+
+
+def test_a_file_that_is_not_a_database_is_a_store_error(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    path.write_bytes(b"this is not SQLite" * 100)
+    with pytest.raises(StoreError, match="cannot open the run store"):
+        SQLiteStore(path)
+
+
+@pytest.mark.parametrize("data", [b"{not json", b"[1, 2]", b"\xff\xfe{}"])
+def test_a_corrupted_record_is_a_store_error_naming_the_run(
+    tmp_path: Path, data: bytes, opened: Callable[..., SQLiteStore]
+) -> None:
+    store = opened(tmp_path / "runs.db")
+    lease = store.start("r1", kind="react", ttl=30)
+    store.append(lease, "model", {"ok": 1})
+    with closing(store.connect()) as conn:
+        conn.execute("UPDATE agentloops_journal SET data = ?", (data,))
+    with pytest.raises(StoreError, match="run 'r1'") as caught:
+        store.read("r1")
+    assert caught.value.run_id == "r1"
+
+
+def test_a_write_lock_held_past_the_timeout_is_a_store_error_and_writes_nothing(
+    tmp_path: Path, opened: Callable[..., SQLiteStore]
+) -> None:
+    store = opened(tmp_path / "runs.db", timeout=0.1)
+    lease = store.start("r1", kind="react", ttl=30)
+    with closing(store.connect()) as other:
+        other.execute("BEGIN IMMEDIATE")  # another process's long write transaction
+        try:
+            with pytest.raises(StoreError, match=r"could not append to run 'r1'.*locked"):
+                store.append(lease, "model")
+            assert store.read("r1") == []  # readers are not blocked (WAL)
+        finally:
+            other.execute("ROLLBACK")
+    assert store.append(lease, "model").seq == 1
+
+
+def test_an_application_keeps_its_own_tables_in_the_same_file(
+    tmp_path: Path, opened: Callable[..., SQLiteStore]
+) -> None:
+    store = opened(tmp_path / "analyst.db")
+    lease = store.start("r1", kind="react", ttl=30)
+    with closing(store.connect()) as conn:
+        conn.execute("CREATE TABLE profile (user TEXT PRIMARY KEY, risk TEXT)")
+        conn.execute("CREATE VIRTUAL TABLE reports USING fts5(run_id, body)")
+        conn.execute("INSERT INTO profile VALUES ('ana', 'low')")
+        conn.execute(
+            "INSERT INTO reports VALUES ('r1', 'NVDA margins widened; data centre demand')"
+        )
+        hits = conn.execute("SELECT run_id FROM reports WHERE reports MATCH 'margins'").fetchall()
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    assert hits == [("r1",)]
+    store.append(lease, "finished", {"report": "r1"}, status="finished")
+    assert store.run_info("r1").status == "finished"
+
+
+def test_shares_a_file_with_the_checkpointer(
+    tmp_path: Path, opened: Callable[..., SQLiteStore]
+) -> None:
+    path = tmp_path / "runs.db"
+    with SQLiteCheckpointer(path) as checkpoints, SQLiteStore(path) as store:
+        checkpoints.save("c1", {"step": 1})
+        store.append(store.start("r1", kind="react", ttl=30), "model")
+    with SQLiteCheckpointer(path) as checkpoints:
+        assert checkpoints.load("c1") == {"step": 1}
+    assert [r.kind for r in opened(path).read("r1")] == ["model"]
+
+
+def test_pickles_as_its_settings_and_reopens(
+    tmp_path: Path, opened: Callable[..., SQLiteStore]
+) -> None:
+    store = opened(tmp_path / "runs.db", timeout=3, synchronous="NORMAL")
+    lease = store.start("r1", kind="react", ttl=30)
+    with pickle.loads(pickle.dumps(store)) as copy:
+        assert (copy.path, copy.timeout, copy.synchronous) == (store.path, 3, "NORMAL")
+        copy.append(lease, "model")
+    assert [r.kind for r in store.read("r1")] == ["model"]
+
+
+def test_close_then_use_again_reopens(tmp_path: Path) -> None:
+    with SQLiteStore(tmp_path / "runs.db") as store:
+        lease = store.start("r1", kind="react", ttl=30)
+    store.append(lease, "model")
+    assert store.run_info("r1").last_seq == 1
+    store.close()
+
+
+@pytest.mark.parametrize(("synchronous", "level"), [("FULL", 2), ("NORMAL", 1)])
+def test_synchronous_setting(
+    tmp_path: Path, synchronous: str, level: int, opened: Callable[..., SQLiteStore]
+) -> None:
+    store = opened(tmp_path / "runs.db", synchronous=synchronous)
+    with closing(store.connect()) as conn:
+        assert conn.execute("PRAGMA synchronous").fetchone() == (level,)
+    with pytest.raises(ConfigurationError, match="synchronous"):
+        SQLiteStore(tmp_path / "runs.db", synchronous="OFF")  # type: ignore[arg-type]

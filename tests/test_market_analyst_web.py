@@ -11,6 +11,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,7 +118,7 @@ def test_a_flash_run_streams_route_plan_tool_calls_tokens_draft_and_verdict(web)
     assert record["loop"] == "ReWOO" and record["draft"] == draft["draft"]
     total = sum(i["usage"]["output_tokens"] for i in models_used)
     assert record["usage"]["output_tokens"] == total > 0
-    assert [e["name"] for e in record["evidence"]][0] == "get_stock_snapshot"
+    assert record["evidence"][0]["name"] == "get_stock_snapshot"
     assert record["model"] == "offline-demo (deterministic stand-in)"
 
 
@@ -157,9 +158,7 @@ def test_approve_publishes_once_and_a_second_approval_is_refused_naming_the_firs
     assert first.status_code == 200
     assert first.json()["message"].startswith(f"Published {run_id}")
     assert first.json()["run"]["status"] == "published"
-    second = web.client.post(
-        f"/api/runs/{run_id}/decision", json={"action": "reject", "by": "bob"}
-    )
+    second = web.client.post(f"/api/runs/{run_id}/decision", json={"action": "reject", "by": "bob"})
     assert second.status_code == 409
     error = second.json()["error"]
     assert "already published by alice (web)" in error and "your rejection changed nothing" in error
@@ -294,7 +293,7 @@ def test_the_archive_lists_and_searches_without_reading_query_syntax(web) -> Non
     web.decide(run_id, "approve")
     [recent] = web.client.get("/api/reports").json()["reports"]
     assert recent["run_id"] == run_id and recent["recommendation"] in ("buy", "hold", "sell")
-    for query in ('NVDA AND (', '"', "NEAR("):
+    for query in ("NVDA AND (", '"', "NEAR("):
         response = web.client.get("/api/reports", params={"q": query})
         assert response.status_code == 200, query
     assert web.client.get("/api/reports", params={"q": "zzzz"}).json()["reports"] == []
@@ -385,6 +384,24 @@ def test_stopping_the_server_stops_its_runs_resumably(tmp_path: Path) -> None:
     tools.configure(latency_scale=0)
     record = store.get(run_id)
     assert record["status"] == "running" and "CancelledError" in record["error"]
+    assert Analyst(DemoModel(), store).proceed(run_id)["status"] == "pending"
+
+
+def test_a_client_without_acomplete_runs_in_a_thread_under_the_asyncio_driver(
+    tmp_path: Path,
+) -> None:
+    demo, threads = DemoModel(), []
+
+    class Blocking:  # only `complete`, like a plain ModelClient
+        def complete(self, request: Any) -> Any:
+            threads.append(threading.get_ident())
+            return demo.complete(request)
+
+    store = RunStore(tmp_path / "s", tmp_path / "r")
+    record = asyncio.run(Analyst(Blocking(), store).arun("Quick snapshot of NVDA", "ma-1"))
+    assert record["status"] == "pending" and sum(record["calls_by_role"].values()) == 5
+    assert len(threads) == 5  # router, planner, solver, writer, evaluator: each metered
+    assert threading.get_ident() not in threads  # never on the event loop's thread
 
 
 # -- the command line and the web app, two processes, one store ---------------------------------
@@ -424,7 +441,7 @@ def test_the_cli_and_the_web_app_decide_each_other_s_runs(tmp_path: Path, monkey
         assert sorted(p.name for p in app.reports()) == sorted([f"{from_cli}.md", f"{run_id}.md"])
     finally:
         server.send_signal(signal.SIGINT)
-        out, err = server.communicate(timeout=15)
+        _, err = server.communicate(timeout=15)
     assert server.returncode == 0, err
     assert "Traceback" not in err
 

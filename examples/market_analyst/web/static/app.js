@@ -79,6 +79,7 @@ async function openRun(runId) {
   $("plan").tBodies[0].replaceChildren();
   $("plan-note").textContent = "";
   $("timeline").replaceChildren();
+  show($("axis"), false);
   $("timeline-note").textContent = "";
   $("draft").textContent = "The draft appears when the research is done.";
   $("draft").className = "markdown muted";
@@ -131,7 +132,8 @@ function setStatus(status) {
 }
 
 function showRoute(route, loop, why) {
-  $("route").textContent = `${route} · ${loop}`;
+  $("route").textContent = route;
+  $("route").append(el("span", loop, "loop"));
   $("route").className = "big";
   $("route-why").textContent = why || "";
 }
@@ -299,6 +301,13 @@ function layoutTimeline() {
   $("timeline-note").textContent =
     `${calls.length} call${calls.length === 1 ? "" : "s"}, ${span.toFixed(2)} s from the first start` +
     (current.source ? " · live" : "");
+  const ticks = [0, 0.25, 0.5, 0.75, 1].map((f) => {
+    const tick = el("span", `${(t0 + f * span).toFixed(2)} s`);
+    tick.style.left = `${100 * f}%`;
+    return tick;
+  });
+  document.querySelector("#axis .tl-ticks").replaceChildren(...ticks);
+  show($("axis"), true);
 }
 
 function showRecordedCalls(run) {

@@ -21,7 +21,8 @@ _MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable("table")
 
 def to_html(markdown: str) -> str:
     """Markdown as HTML that holds no HTML from its source (see the module docstring)."""
-    return _MARKDOWN.render(markdown)
+    html: str = _MARKDOWN.render(markdown)
+    return html
 
 
 def loop_name(route: str | None) -> str:

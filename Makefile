@@ -61,3 +61,16 @@ bench: $(BENCH_STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .coverage site dist compare-out
+
+# -- The Market Analyst web app -------------------------------------------------------
+# Serves the page on 127.0.0.1 (a free port, printed) over the command line's state
+# (.agentloops/), on the offline stand-in model unless ANTHROPIC_API_KEY is set.
+# Flags go in ARGS, e.g. `make web ARGS="--port 8000 --latency 0.5"`.
+WEB_STAMP := $(VENV)/.installed-web
+$(WEB_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[web]'
+	touch $(WEB_STAMP)
+
+.PHONY: web
+web: $(WEB_STAMP)
+	$(BIN)/python examples/market_analyst.py --web $(ARGS)

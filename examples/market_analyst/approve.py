@@ -184,10 +184,15 @@ def _read(console: Console, path: Path) -> str | None:
     return text
 
 
+def figures_not_in_evidence(record: dict[str, Any], edited: str) -> list[str]:
+    """The figures an edit states that no tool output (nor the run's memory) holds."""
+    known = "\n".join(evidence_lines(record.get("evidence", [])).values())
+    return unsupported_numbers(edited, f"{known}\n{record.get('memory', '')}")
+
+
 def _warn_unsupported(console: Console, record: dict[str, Any], edited: str) -> None:
     """Say which figures of an edit no tool output holds (the person may still publish)."""
-    known = "\n".join(evidence_lines(record.get("evidence", [])).values())
-    invented = unsupported_numbers(edited, f"{known}\n{record.get('memory', '')}")
+    invented = figures_not_in_evidence(record, edited)
     if invented:
         console.print(
             line(

@@ -5,6 +5,7 @@ python examples/market_analyst.py "Tell me about MSFT" --mode flash --yes
 python examples/market_analyst.py --resume RUN_ID --approve
 python examples/market_analyst.py --profile --risk-tolerance low --holdings NVDA=10
 python examples/market_analyst.py --search "export rules"
+python examples/market_analyst.py --web       # the web app on 127.0.0.1 (the `web` extra)
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from rich.text import Text
 
 from agentloops import AgentLoopsError, ConfigurationError, ModelClient, Usage
 from market_analyst import browse, models, tools
-from market_analyst.approve import Ask, approval
+from market_analyst.approve import Ask, approval, who
 from market_analyst.demo_model import BANNER
 from market_analyst.display import RunView, line, usage_table, verdict_panel
 from market_analyst.memory import Profile
@@ -52,6 +53,16 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be 0 to 65535, got {value}")
     return value
 
 
@@ -114,6 +125,15 @@ def parser() -> argparse.ArgumentParser:
     look.add_argument("--horizon", choices=get_args(fields["horizon"].annotation))
     look.add_argument("--holdings", metavar="T=N,...", help='e.g. "NVDA=10,MSFT=2.5" ("" clears)')
     look.add_argument("--preferences", metavar="TEXT")
+    web = p.add_argument_group("the web app (needs the `web` extra)")
+    web.add_argument(
+        "--web",
+        action="store_true",
+        help="serve the web app on 127.0.0.1 over the same state; type requests in the page",
+    )
+    web.add_argument(
+        "--port", type=_port, default=0, help="with --web: the port (default: a free one)"
+    )
     p.add_argument("--state-dir", type=Path, default=STATE_DIR)
     p.add_argument("--reports-dir", type=Path, default=REPORTS_DIR)
     return p
@@ -128,8 +148,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error("--approve, --reject, --edit and --edited need --resume RUN_ID")
     if args.request is not None and not args.request.strip():
         p.error('the request is empty; say what you want, e.g. "Quick snapshot of NVDA"')
+    if args.web and args.request:
+        p.error("--web serves the page; type the request there, not on the command line")
+    if args.port and not args.web:
+        p.error("--port goes with --web")
     if not (
-        args.request
+        args.web
+        or args.request
         or args.resume
         or args.list
         or args.show
@@ -137,7 +162,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         or args.search is not None
         or args.profile
     ):
-        p.error("give a request, --resume RUN_ID, --list, --show, --reports, --search or --profile")
+        p.error(
+            "give a request, --resume RUN_ID, --list, --show, --reports, --search, --profile "
+            "or --web"
+        )
     return args
 
 
@@ -170,6 +198,8 @@ def main(
     if args.profile:
         return browse.profile(console, store, args)
     tools.configure(latency_scale=args.latency, ledger_path=args.state_dir / "ledger.jsonl")
+    if args.web:
+        return _web(console, args, store, model)
     if ask is None and sys.stdin.isatty():
         ask = lambda prompt: console.input(Text(prompt))  # noqa: E731 (a prompt is data too)
     saved: dict[str, Any] | None = None
@@ -255,6 +285,33 @@ def _clients(
     if ignored:
         console.print(line((f"Ignored with this model: {', '.join(ignored)}.", "yellow")))
     return clients
+
+
+def _web(
+    console: Console, args: argparse.Namespace, store: RunStore, model: ModelClient | None
+) -> int:
+    """Serve the web app over `store`, on the models a run started here would use."""
+    try:
+        from market_analyst.web.serve import serve_store
+    except ImportError as exc:
+        missing = f"{exc.name} is not installed" if exc.name else str(exc)
+        console.print(
+            line(
+                (
+                    f"The web app needs the 'web' extra ({missing}): "
+                    "pip install 'agentloops-kit[web]'",
+                    "red",
+                )
+            )
+        )
+        return 2
+    try:
+        clients = _clients(console, args, None, model)
+    except (models.MissingCredentials, ConfigurationError) as exc:
+        console.print(line((f"Cannot start the model: {exc}", "red")))
+        return 2
+    say = lambda text: console.print(line((text, "bold")))  # noqa: E731
+    return serve_store(store, clients, port=args.port, user=who(args), say=say)
 
 
 def show_stage(console: Console, stage: str, record: dict[str, Any]) -> None:

@@ -108,11 +108,15 @@ class RunStore:
         return self._with_status(RUNNING)
 
     def _with_status(self, status: str) -> list[str]:
+        return [record["run_id"] for record in self.runs(status)]
+
+    def runs(self, *statuses: str) -> list[dict[str, Any]]:
+        """The records whose status is one of `statuses`, least recently saved first."""
         out = []
         for run_id in self.records.list_runs():
             record = self.records.load(run_id)
-            if record is not None and record.get("status") == status:
-                out.append(run_id)
+            if record is not None and record.get("status") in statuses:
+                out.append(record)
         return out
 
     def decide(

@@ -6,13 +6,16 @@ structured `AnalystReport` from the research notes and tool outputs; a code chec
 fresh-context `Evaluator` check its figures against those outputs; the run is saved as
 pending. Every stage's result is saved before the next begins, so a run that fails
 part-way continues where it stopped.
+
+The stages are written once, as a generator that yields each component call it needs
+(`_Call`: the blocking method and its asyncio twin, same arguments); `proceed` performs
+them in this thread (the command line), `aproceed` on the event loop (the web app).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Generator
 from typing import Any
 
 from agentloops import (
@@ -21,8 +24,6 @@ from agentloops import (
     Event,
     EventSink,
     ModelClient,
-    ModelRequest,
-    ModelResponse,
     PlanAndExecute,
     ReWOOPipeline,
     Router,
@@ -31,8 +32,10 @@ from agentloops import (
 )
 from agentloops.plan_execute import PLANNER_SYSTEM, REPORTER_SYSTEM
 from agentloops.rewoo import PLANNER_SYSTEM as REWOO_PLANNER_SYSTEM
+from agentloops.structured import aask_structured  # not re-exported by agentloops (yet)
 from market_analyst.archive import ArchivedReport
 from market_analyst.evidence import StepEvidence, item
+from market_analyst.meter import Meter
 from market_analyst.prompts import (
     CRITERIA,
     DEEP,
@@ -50,7 +53,6 @@ from market_analyst.report import (
     to_markdown,
     unsupported_figures,
 )
-from market_analyst.roles import role_of
 from market_analyst.store import PENDING, RunStore
 from market_analyst.tickers import tickers_in
 from market_analyst.tools import RESEARCH_TOOLS
@@ -62,34 +64,18 @@ Notify = Callable[[str, dict[str, Any]], None]
 """Called after each stage ("route", "draft", "verdict") with the updated record."""
 
 
-class Meter:
-    """Totals usage and counts model calls per role, over every client it wraps."""
+@dataclasses.dataclass(frozen=True)
+class _Call:
+    """A component call a stage needs: `run(*args, **kwargs)` blocks, `arun` awaits."""
 
-    def __init__(self) -> None:
-        self.usage = Usage()
-        self.calls: dict[str, int] = {}
-        self._lock = threading.Lock()
-
-    def wrap(self, model: ModelClient) -> ModelClient:
-        """`model`, with every call counted here. Thread-safe."""
-        return _Metered(model, self)
-
-    def add(self, request: ModelRequest, response: ModelResponse) -> None:
-        role = role_of(request)
-        with self._lock:
-            self.usage = self.usage + response.usage
-            self.calls[role] = self.calls.get(role, 0) + 1
+    run: Callable[..., Any]
+    arun: Callable[..., Awaitable[Any]]
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
-@dataclasses.dataclass
-class _Metered:
-    model: ModelClient
-    meter: Meter
-
-    def complete(self, request: ModelRequest) -> ModelResponse:
-        response = self.model.complete(request)
-        self.meter.add(request, response)
-        return response
+_Stages = Generator[_Call, Any, Any]
+"""Stage code: yields the calls it needs, is sent their results (or thrown their errors)."""
 
 
 def _tee(*sinks: EventSink | None) -> EventSink:
@@ -134,13 +120,28 @@ class Analyst:
     ) -> dict[str, Any]:
         """Start a run and take it to the approval pause. `fields` are saved on the record
         (the CLI saves the model settings, so `--resume` continues on the same model)."""
+        self.start(request, run_id, mode=mode, **fields)
+        return self.proceed(run_id)
+
+    async def arun(
+        self, request: str, run_id: str, *, mode: str = "auto", **fields: Any
+    ) -> dict[str, Any]:
+        """`run` on the event loop."""
+        self.start(request, run_id, mode=mode, **fields)
+        return await self.aproceed(run_id)
+
+    def start(self, request: str, run_id: str, *, mode: str = "auto", **fields: Any) -> None:
+        """Check the request and save the new run's record (with its memory); nothing runs.
+
+        Raises:
+            ValueError: a blank request or an unknown mode.
+        """
         if not request.strip():
             raise ValueError("the request is empty")
         if mode != "auto" and mode not in MODES:
             raise ValueError(f"mode must be auto, flash or deep, got {mode!r}")
         memory = memory_block(self.store.profile.get(), self._last_reports(request))
         self.store.create(run_id, request, mode=mode, memory=memory, **fields)
-        return self.proceed(run_id)
 
     def _last_reports(self, request: str) -> list[ArchivedReport]:
         found = (self.store.archive.latest_for(t) for t in tickers_in(request))
@@ -151,30 +152,60 @@ class Analyst:
 
         On an error the record keeps every finished stage, the usage spent and the error.
         """
+        stages = self._stages(run_id)
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                call = stages.send(value) if error is None else stages.throw(error)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            try:
+                value, error = call.run(*call.args, **call.kwargs), None
+            except BaseException as exc:  # Ctrl-C too: the stages note where the run stopped
+                value, error = None, exc
+
+    async def aproceed(self, run_id: str) -> dict[str, Any]:
+        """`proceed` on the event loop. Cancelling it cancels the stage in flight; the
+        record notes where the run stopped, and `proceed` or `aproceed` continues it."""
+        stages = self._stages(run_id)
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                call = stages.send(value) if error is None else stages.throw(error)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            try:
+                value, error = await call.arun(*call.args, **call.kwargs), None
+            except BaseException as exc:  # cancellation too, for the record
+                value, error = None, exc
+
+    def _stages(self, run_id: str) -> _Stages:
         record = self.store.get(run_id)
         meter = Meter()
         try:
             if "route" not in record:
-                record = self.store.update(run_id, **self._route(meter, record))
+                record = self.store.update(run_id, **(yield from self._route(meter, record)))
                 self.notify("route", record)
             if "notes" not in record:
-                notes, evidence = self._research(meter, record)
+                notes, evidence = yield from self._research(meter, record)
                 record = self.store.update(run_id, notes=notes, evidence=evidence)
             if "draft" not in record:
-                record = self.store.update(run_id, **self._write(meter, record))
+                record = self.store.update(run_id, **(yield from self._write(meter, record)))
                 self.notify("draft", record)
             if "verdict" not in record:
-                verdict = self._evaluate(meter, record)
+                verdict = yield from self._evaluate(meter, record)
                 record = self.store.update(run_id, verdict=verdict, status=PENDING, error=None)
                 self.notify("verdict", record)
-        except BaseException as exc:  # Ctrl-C too: the record says where the run stopped
+        except BaseException as exc:
             self.store.update(run_id, error=f"{type(exc).__name__}: {exc}")
             raise
         finally:
             self._add_usage(run_id, meter)
         return self.store.get(run_id)
 
-    def _route(self, meter: Meter, record: dict[str, Any]) -> dict[str, Any]:
+    def _route(self, meter: Meter, record: dict[str, Any]) -> _Stages:
         mode = record.get("mode", "auto")
         if mode in MODES:
             why = f"Forced by --mode {mode}; the router was not asked."
@@ -186,10 +217,10 @@ class Analyst:
             system=ROUTER_SYSTEM,
             on_event=self.on_event,
         )
-        decision = router.route(record["request"])
+        decision = yield _Call(router.route, router.aroute, (record["request"],))
         return {"route": decision.route, "route_reasoning": decision.reasoning}
 
-    def _research(self, meter: Meter, record: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+    def _research(self, meter: Meter, record: dict[str, Any]) -> _Stages:
         run_id, memory = record["run_id"], record.get("memory", "")
         planner, main = meter.wrap(self.planner), meter.wrap(self.model)
         if record["route"] == FLASH:
@@ -200,7 +231,7 @@ class Analyst:
                 planner_system=f"{REWOO_PLANNER_SYSTEM}\n{memory}",
                 on_event=self.on_event,
             )
-            result = flash.run(record["request"], run_id=run_id)
+            result = yield _Call(flash.run, flash.arun, (record["request"],), {"run_id": run_id})
             result.raise_for_stop()
             steps = result.plan.steps if result.plan else []
             evidence = [
@@ -229,31 +260,30 @@ class Analyst:
         )
         if record.get("research_started"):
             try:
-                resumed = deep.resume(run_id)
+                resumed = yield _Call(deep.resume, deep.aresume, (run_id,))
                 resumed.raise_for_stop()
                 return resumed.answer, collected.items
             except CheckpointError:
                 pass  # nothing was saved before the stop: start the research again
         self.store.update(run_id, research_started=True)
-        outcome = deep.run(record["request"], run_id=run_id)
+        outcome = yield _Call(deep.run, deep.arun, (record["request"],), {"run_id": run_id})
         outcome.raise_for_stop()
         return outcome.answer, collected.items
 
-    def _write(self, meter: Meter, record: dict[str, Any]) -> dict[str, Any]:
+    def _write(self, meter: Meter, record: dict[str, Any]) -> _Stages:
         """Fill the structured report, render it, and check its figures in code."""
         evidence = record["evidence"]
         prompt = writer_prompt(
             record["request"], record["notes"], evidence_lines(evidence), record.get("memory", "")
         )
-        reply = ask_structured(
-            meter.wrap(self.model),
-            AnalystReport,
-            prompt,
-            system=WRITER_SYSTEM,
-            on_event=self.on_event,
-            loop="writer",
-            run_id=record["run_id"],
-        )
+        options = {
+            "system": WRITER_SYSTEM,
+            "on_event": self.on_event,
+            "loop": "writer",
+            "run_id": record["run_id"],
+        }
+        ask = (meter.wrap(self.model), AnalystReport, prompt)
+        reply = yield _Call(ask_structured, aask_structured, ask, options)
         report = reply.value
         return {
             "draft_record": report.model_dump(),
@@ -261,14 +291,15 @@ class Analyst:
             "figure_problems": unsupported_figures(report, evidence),
         }
 
-    def _evaluate(self, meter: Meter, record: dict[str, Any]) -> dict[str, Any]:
+    def _evaluate(self, meter: Meter, record: dict[str, Any]) -> _Stages:
         """The evaluator's vote; a failed figure check makes it a fail whatever the vote
         (a gate must not fail open)."""
         evidence: dict[str, str] = evidence_lines(record["evidence"])
         if record.get("memory"):
             evidence["memory"] = record["memory"]
         evaluator = Evaluator(meter.wrap(self.model), criteria=CRITERIA, on_event=self.on_event)
-        verdict = evaluator.evaluate(record["request"], record["draft"], evidence)
+        task_draft = (record["request"], record["draft"], evidence)
+        verdict = yield _Call(evaluator.evaluate, evaluator.aevaluate, task_draft)
         problems = record.get("figure_problems", [])
         if problems:
             reasons = [f"figure check: {p}" for p in problems] + list(verdict.reasons)

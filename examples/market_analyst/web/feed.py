@@ -1,0 +1,131 @@
+"""What the page is sent about a run: the loops' events and the analyst's stages, as small
+JSON-ready dicts, each stamped `t`, seconds since the run started in this server.
+
+A tool call is two items (`tool` with `phase` "start", then "end") sharing a `key`, so
+the page can draw each call from its start to its finish on one time line and calls
+that overlap show as overlapping bars. Everything a model or a person wrote travels as
+plain strings; the page puts them on screen as text.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+from agentloops import (
+    Event,
+    ModelCallFinished,
+    PlanMade,
+    Replanned,
+    StepFinished,
+    StepStarted,
+    ToolCallFinished,
+    ToolCallStarted,
+)
+
+Item = dict[str, Any]
+
+_PREVIEW = 240  # characters of a tool's output shown on the time line
+
+
+class Feed:
+    """Turns one run's events into items. Not thread-safe: call it from one thread."""
+
+    def __init__(self, started: float | None = None):
+        self.started = time.perf_counter() if started is None else started
+        self._step = ""  # the Plan-and-Execute step whose tool calls are arriving
+
+    def since(self, at: float | None = None) -> float:
+        """Seconds from the run's start to `at` (a `perf_counter` reading; default now)."""
+        return round((time.perf_counter() if at is None else at) - self.started, 4)
+
+    def event(self, event: Event) -> Item | None:
+        """The item for a loop event, or None for events the page does not show."""
+        t = self.since(event.at)
+        if isinstance(event, ToolCallStarted | ToolCallFinished):
+            item: Item = {
+                "kind": "tool",
+                "t": t,
+                "key": f"{event.run_id}/{event.call_id}",
+                "call_id": event.call_id,
+                "name": event.name,
+                "step": self._step if event.loop != "rewoo" else "",
+            }
+            if isinstance(event, ToolCallStarted):
+                return {**item, "phase": "start", "args": event.args}
+            outcome = event.outcome
+            return {
+                **item,
+                "phase": "end",
+                "error": outcome.is_error,
+                "seconds": round(outcome.seconds, 4),
+                "preview": outcome.content[:_PREVIEW],
+            }
+        if isinstance(event, ModelCallFinished):
+            return {
+                "kind": "model",
+                "t": t,
+                "loop": event.loop,
+                "seconds": round(event.seconds, 4),
+                "usage": dataclasses.asdict(event.usage),
+            }
+        if isinstance(event, PlanMade):
+            return {"kind": "plan", "t": t, "loop": event.loop, "steps": plan_steps(event.plan)}
+        if isinstance(event, StepStarted | StepFinished) and event.loop == "plan_execute":
+            return self._step_item(event, t)
+        if isinstance(event, Replanned):
+            return {"kind": "replan", "t": t, "attempt": event.attempt, "notes": event.problems}
+        return None
+
+    def _step_item(self, event: StepStarted | StepFinished, t: float) -> Item:
+        if isinstance(event, StepStarted):
+            self._step = event.step_id
+            return {
+                "kind": "step",
+                "t": t,
+                "phase": "start",
+                "id": event.step_id,
+                "description": event.description,
+            }
+        self._step = ""
+        return {"kind": "step", "t": t, "phase": "end", "id": event.step_id, "ok": event.ok}
+
+    def stage(self, stage: str, record: dict[str, Any], **extra: Any) -> Item:
+        """An item for one of the analyst's stages ("route", "draft", "verdict")."""
+        fields = {
+            "route": ("route", "route_reasoning"),
+            "draft": ("draft", "figure_problems"),
+            "verdict": ("verdict",),
+        }[stage]
+        shown = {k: record[k] for k in fields if k in record}
+        return {"kind": "stage", "t": self.since(), "stage": stage, **shown, **extra}
+
+    def end(self, status: str, error: str | None = None) -> Item:
+        """The last item of a run's feed: where the run stands now."""
+        return {"kind": "end", "t": self.since(), "status": status, "error": error}
+
+
+def plan_steps(plan: Any) -> list[Item]:
+    """A ReWOO plan's or a Plan-and-Execute plan's steps, for a table."""
+    out: list[Item] = []
+    for s in getattr(plan, "steps", []):
+        if hasattr(s, "step_id"):  # ReWOO: every tool call decided up front
+            out.append(
+                {
+                    "id": s.step_id,
+                    "tool": s.tool_name,
+                    "args": s.tool_args,
+                    "after": list(s.depends_on),
+                    "description": s.description,
+                }
+            )
+        else:
+            out.append(
+                {
+                    "id": str(s.step_number),
+                    "tool": s.tool_hint or "",
+                    "description": s.description,
+                }
+            )
+    return out

@@ -1,0 +1,68 @@
+"""What the API accepts and how it refuses: JSON bodies sent by this page only, and every
+refusal as `{"error": message}` with a status, which the page shows as written.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from market_analyst.store import NoDraftYet, UnknownRun
+
+
+class BadInput(ValueError):
+    """A request body the API refuses; the message is shown in the page."""
+
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.status = status
+
+
+def error(message: str, status: int, **extra: Any) -> JSONResponse:
+    return JSONResponse({"error": message, **extra}, status_code=status)
+
+
+async def json_body(request: Request) -> dict[str, Any]:
+    """The JSON object a state-changing request carries, from this page only."""
+    origin = request.headers.get("origin")
+    if origin is not None and origin != f"{request.url.scheme}://{request.url.netloc}":
+        raise BadInput(f"requests from {origin} are not accepted", 403)
+    if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+        raise BadInput("send JSON (Content-Type: application/json)", 415)
+    try:
+        body = await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise BadInput("the body is not valid JSON") from None
+    if not isinstance(body, dict):
+        raise BadInput("the body must be a JSON object")
+    return body
+
+
+def text_field(body: dict[str, Any], name: str, default: str | None = None) -> str:
+    value = body.get(name, default)
+    if not isinstance(value, str):
+        raise BadInput(f"{name!r} must be a string")
+    return value
+
+
+def guarded(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
+    """`handler` with the API's errors turned into JSON answers the page shows."""
+
+    async def endpoint(request: Request) -> Response:
+        try:
+            response: Response = await handler(request)
+        except BadInput as exc:
+            return error(str(exc), exc.status)
+        except UnknownRun as exc:
+            return error(str(exc), 404)
+        except NoDraftYet as exc:
+            return error(str(exc), 409)
+        except ValueError as exc:  # the analyst's own checks (an unknown mode, holdings)
+            return error(str(exc), 400)
+        return response
+
+    return endpoint

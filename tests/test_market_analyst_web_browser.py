@@ -1,0 +1,287 @@
+"""The Market Analyst web app in a real browser: Debian's chromium driven by Playwright,
+against the app served by uvicorn on a free loopback port in a thread of this process.
+
+Skipped only when chromium is not installed (`.ci/run` installs it). Playwright never
+downloads a browser here: it is pointed at /usr/bin/chromium. Set
+`AGENTLOOPS_SCREENSHOT=docs/img/market-analyst-web.png` to write the screenshot the
+deep-run test takes into the docs as well.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import shutil
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from market_analyst import models, tools
+from market_analyst.demo_model import DemoModel
+from market_analyst.roles import role_of
+from market_analyst.store import RunStore
+from market_analyst.web import serve
+from market_analyst.web.app import create_app
+from market_analyst.workflow import Analyst
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from agentloops import ModelRequest, ModelResponse
+from agentloops.testing import FunctionModel
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+LATENCY = 0.3  # the tools' simulated latency, scaled down: overlap stays real, runs stay short
+SCREENSHOT_ENV = "AGENTLOOPS_SCREENSHOT"
+HOSTILE = (
+    "Quick snapshot of NVDA <script>window.__xss=1</script> <img src=x onerror=window.__xss=2>"
+)
+
+pytestmark = [
+    pytest.mark.skipif(
+        not os.path.exists(CHROMIUM),
+        reason="chromium is not installed (apt-get install -y chromium; .ci/run does it)",
+    ),
+    pytest.mark.slow,
+]
+
+
+class HeldWriter:
+    """The offline model, except that the writer waits while `hold` is set: a test can
+    look at the page in the middle of a run. It waits off the event loop."""
+
+    def __init__(self) -> None:
+        self.demo = DemoModel()
+        self.release = threading.Event()
+        self.release.set()
+        self.model = FunctionModel(self._answer)
+
+    async def _answer(self, request: ModelRequest) -> ModelResponse:
+        if role_of(request) == "writer":
+            await asyncio.to_thread(self.release.wait, 30)
+        return await self.demo.acomplete(request)
+
+
+@dataclass
+class Served:
+    url: str
+    store: RunStore
+    model: HeldWriter
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    store = RunStore(tmp_path / ".agentloops", tmp_path / "reports")
+    held = HeldWriter()
+    settings = models.ModelSettings(provider="offline")
+    clients = models.Clients(held.model, held.model, held.model, settings)
+    tools.configure(latency_scale=LATENCY, ledger_path=tmp_path / "ledger.jsonl")
+    try:
+        with _running(create_app(store, clients, user="tester")) as url:
+            yield Served(url, store, held)
+    finally:
+        held.release.set()
+        tools.configure(latency_scale=1.0, ledger_path=Path("ledger.jsonl"))
+
+
+@contextlib.contextmanager
+def _running(app: object) -> Iterator[str]:
+    sock = serve.bind(0)
+    server = serve.server(app, quiet=True)  # type: ignore[arg-type]
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 15
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "the app did not start"
+        time.sleep(0.02)
+    try:
+        yield serve.url(sock)
+    finally:
+        server.should_exit = True
+        thread.join(15)
+        sock.close()
+
+
+@contextlib.contextmanager
+def _tabs(browser: Browser, count: int = 1) -> Iterator[list[Page]]:
+    """`count` tabs of one browser window; no script error may happen in any of them."""
+    context = browser.new_context(viewport={"width": 1360, "height": 900})
+    context.set_default_timeout(20_000)
+    errors: list[str] = []
+    pages = [context.new_page() for _ in range(count)]
+    for page in pages:
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+    try:
+        yield pages
+    finally:
+        context.close()
+    assert errors == []
+
+
+def _open(page: Page, url: str) -> None:
+    page.goto(url)
+    expect(page.locator("body")).to_have_attribute("data-ready", "1")
+
+
+def _ask(page: Page, request: str) -> None:
+    page.fill("#request", request)
+    page.click("#run-button")
+    expect(page.locator("#run-id")).to_have_text(re.compile(r"ma-[0-9a-f]{8}"))
+
+
+def _calls(page: Page) -> list[tuple[str, float, float]]:
+    """The time line's calls: (tool, start, finish) as the page drew them."""
+    rows = page.locator("#timeline .tl-row").evaluate_all(
+        "rows => rows.map(r => [r.dataset.name, r.dataset.start, r.dataset.end])"
+    )
+    return [(name, float(start), float(end)) for name, start, end in rows]
+
+
+def _pending_run(served: Served, request: str) -> str:
+    """A run taken to its approval pause before the test, in this process (as the command
+    line would), without the tools' latency."""
+    tools.configure(latency_scale=0)
+    try:
+        run_id = f"ma-seed{len(served.store.records.list_runs()):03d}"
+        Analyst(DemoModel(), served.store).run(request, run_id, model="offline")
+    finally:
+        tools.configure(latency_scale=LATENCY)
+    return run_id
+
+
+def _check_png(path: Path) -> None:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    width, height = struct.unpack(">II", data[16:24])
+    assert width >= 1000 and height >= 800 and len(data) > 20_000
+
+
+def test_a_flash_run_streams_and_shows_overlapping_tool_calls(browser, served) -> None:
+    served.model.release.clear()  # the writer waits: the page is seen mid-run
+    with _tabs(browser) as [page]:
+        _open(page, served.url)
+        _ask(page, HOSTILE)
+        expect(page.locator("#run-status")).to_have_text("running")
+        expect(page.locator("#route")).to_contain_text("flash_briefing")
+        expect(page.locator("#route .loop")).to_have_text("ReWOO")
+        expect(page.locator("#plan tr")).to_have_count(3)
+        done = page.locator("#timeline .tl-row[data-end]")
+        expect(done).to_have_count(3)  # every call finished, and still no draft: live
+        expect(page.locator("#draft")).to_have_class("markdown muted")
+        assert int(page.locator("#tokens dd").first.inner_text().replace(",", "")) > 0
+        calls = _calls(page)
+        assert {name for name, _, _ in calls} == {
+            "get_stock_snapshot",
+            "get_price_history",
+            "search_news",
+        }
+        overlapping = [
+            (a, b)
+            for i, a in enumerate(calls)
+            for b in calls[i + 1 :]
+            if a[1] < b[2] and b[1] < a[2]  # each started before the other finished
+        ]
+        assert overlapping, calls
+
+        served.model.release.set()
+        expect(page.locator("#run-status")).to_have_text("pending")
+        expect(page.locator("#verdict")).to_have_text("pass")
+        expect(page.locator("#draft h2")).to_contain_text("NVDA")
+        # the request is text: shown as typed, never run or parsed as HTML
+        expect(page.locator("#run-request")).to_have_text(HOSTILE)
+        assert page.evaluate("window.__xss") is None
+        assert page.locator("#run script, #run img").count() == 0
+
+
+def test_a_deep_run_pauses_is_approved_with_an_edit_and_is_archived(
+    browser, served, tmp_path: Path
+) -> None:
+    earlier = _pending_run(served, "Quick snapshot of NVDA")
+    served.store.decide(earlier, True, by="alice", via="--approve")
+    with _tabs(browser) as [page]:
+        _open(page, served.url)
+        _ask(page, "Investment thesis and strategic risks for MSFT")
+        expect(page.locator("#run-status")).to_have_text("pending")  # paused for a person
+        expect(page.locator("#route")).to_contain_text("deep_research")
+        expect(page.locator("#route .loop")).to_have_text("Plan-and-Execute")
+        expect(page.locator("#plan tr.done")).to_have_count(4)
+        expect(page.locator("#verdict")).to_have_text("pass")
+        expect(page.locator("#pending li")).to_contain_text(["Investment thesis"])
+        assert len(_calls(page)) >= 4
+        tokens = page.locator("#tokens dd").all_inner_texts()
+        assert len(tokens) == 4 and all(int(t.replace(",", "")) > 0 for t in tokens), tokens
+
+        shot = tmp_path / "market-analyst-web.png"
+        page.screenshot(path=str(shot), full_page=True)
+        _check_png(shot)
+        if os.environ.get(SCREENSHOT_ENV):
+            target = Path(os.environ[SCREENSHOT_ENV])
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(shot, target)
+
+        page.click("#edit")
+        editor = page.locator("#edit-text")
+        draft = editor.input_value()
+        assert draft.startswith("## ") and "### Risks" in draft
+        edited = draft.replace(
+            "### Risks\n\n", "### Risks\n\n- A cloud price war (added in review).\n"
+        )
+        editor.fill(edited)
+        page.click("#publish-edit")
+        expect(page.locator("#decision")).to_contain_text("Published")
+        expect(page.locator("#run-status")).to_have_text("published")
+        expect(page.locator("#decide")).to_be_hidden()
+
+        page.fill("#q", "cloud price war")
+        page.click("#search button")
+        hit = page.locator("#reports li a")
+        expect(hit).to_have_count(1)
+        expect(hit).to_contain_text("MSFT")
+        hit.click()
+        expect(page.locator("#report-body")).to_contain_text("A cloud price war (added in review).")
+        expect(page.locator("#report-meta")).to_contain_text("approved by tester")
+
+    [run_id] = [r for r in served.store.records.list_runs() if r != earlier]
+    decision = served.store.get(run_id)["decision"]
+    assert decision["edited"] == edited and decision["via"] == "web, edited"
+
+
+def test_a_second_tab_approving_the_same_run_is_refused(browser, served) -> None:
+    run_id = _pending_run(served, "Quick snapshot of AMD")
+    with _tabs(browser, 2) as [first, second]:
+        for page in (first, second):
+            _open(page, f"{served.url}#run={run_id}")
+            expect(page.locator("#approve")).to_be_visible()
+        first.bring_to_front()  # a person switches tabs (a background tab gets no frames)
+        first.click("#approve")
+        expect(first.locator("#decision")).to_contain_text(f"Published {run_id}")
+        second.bring_to_front()
+        second.click("#approve")
+        refusal = second.locator("#decision")
+        expect(refusal).to_contain_text(f"Run {run_id} was already published by tester (web)")
+        expect(refusal).to_contain_text("your approval changed nothing")
+        expect(refusal).to_have_class("message error refused")
+        expect(second.locator("#run-status")).to_have_text("published")
+        expect(second.locator("#decide")).to_be_hidden()
+    assert served.store.decide(run_id, False, by="x", via="test")[1] is False

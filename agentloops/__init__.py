@@ -16,6 +16,7 @@ from agentloops.errors import (
     BudgetExceeded,
     CheckpointError,
     ConfigurationError,
+    EmptyReply,
     JournalConflict,
     LeaseLost,
     ModelError,
@@ -77,7 +78,13 @@ from agentloops.model import (
     Usage,
 )
 from agentloops.react import ReActLoop, ReActResult
-from agentloops.structured import StructuredReply, ask_structured, ask_text, output_schema
+from agentloops.structured import (
+    StructuredReply,
+    aask_structured,
+    ask_structured,
+    ask_text,
+    output_schema,
+)
 from agentloops.tools import (
     ApprovalPolicy,
     ApprovalRule,
@@ -186,6 +193,7 @@ __all__ = [
     "Comparison",
     "ConfigurationError",
     "Decision",
+    "EmptyReply",
     "Evaluator",
     "Event",
     "EventSink",
@@ -264,6 +272,7 @@ __all__ = [
     "TranscriptError",
     "Usage",
     "Verdict",
+    "aask_structured",
     "ask_structured",
     "ask_text",
     "compare",

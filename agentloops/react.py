@@ -74,7 +74,8 @@ class ReActLoop:
             run ends with an answer (its `stop_reason` stays `"max_steps"`).
         max_tokens: output limit per model call (`None`: the client's default).
         approval: decides each call: "allow", "deny" or "ask". A tool whose
-            `requires_approval` says so always asks unless the policy denies it.
+            `requires_approval` says so for the call's arguments (`Tool.needs_approval`)
+            always asks unless the policy denies it: deny beats ask beats allow.
         on_event: receives every `Event`.
         max_calls_per_turn: calls beyond this many in one turn are not run; each gets an
             error result saying why, so the model can ask for fewer.
@@ -401,7 +402,7 @@ class ReActLoop:
         get = self.tools.get
         for c in calls:  # a plain loop: a generator here costs more than the check
             t = get(c.name)
-            if t is not None and t.requires_approval:
+            if t is not None and t.requires_approval and t.needs_approval(c.args):
                 return True
         return False
 
@@ -410,7 +411,7 @@ class ReActLoop:
         if decision not in ("allow", "deny", "ask"):
             raise ConfigurationError(f"approval policy returned {decision!r} for {call.name!r}")
         t = self.tools.get(call.name)
-        if decision == "allow" and t is not None and t.requires_approval:
+        if decision == "allow" and t is not None and t.needs_approval(call.args):
             return "ask"
         return decision
 

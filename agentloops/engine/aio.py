@@ -34,13 +34,22 @@ class Done(Generic[R]):
 
 
 async def run(machine: Machine[R], host: ToolHost, on_event: EventSink | None = None) -> R:
-    """Drive `machine` to its result, handing every event to `on_event`."""
-    async with contextlib.aclosing(drive(machine, host, observed=on_event is not None)) as items:
-        async for item in items:
+    """Drive `machine` to its result, handing every event to `on_event` (a sink that
+    raises fails the run with its partial result, as under the sync driver)."""
+    items = drive(machine, host, observed=on_event is not None)
+    failed: Exception | None = None
+    throw: Exception | None = None
+    async with contextlib.aclosing(items):
+        while True:
+            item = await (items.__anext__() if throw is None else items.athrow(throw))
+            throw = None
             if isinstance(item, Done):
                 return item.value
-            on_event(item)  # type: ignore[misc]  # no sink: the machine emits nothing
-    raise AssertionError("the driver ended without a result")  # pragma: no cover
+            if failed is None:
+                try:
+                    on_event(item)  # type: ignore[misc]  # no sink: the machine emits nothing
+                except Exception as exc:
+                    failed = throw = exc
 
 
 async def drive(
@@ -107,12 +116,16 @@ async def _call_model(
     response: ModelResponse | None = None
     if astream is not None:
         parts = astream(request)
-        async with contextlib.aclosing(parts):
+        try:
             async for part in parts:
                 if isinstance(part, ModelResponse):
                     response = part
                     break
                 yield dataclasses.replace(part, loop=effect.loop, run_id=effect.run_id)
+        finally:
+            aclose = getattr(parts, "aclose", None)  # an async generator's
+            if aclose is not None:
+                await aclose()
         if response is None:
             name = type(client).__name__
             raise ModelError(f"{name}.astream ended without a final response")
@@ -136,8 +149,15 @@ class _Tools:
         self.observed = observed
         self.queued: list[StartTool] = []
         self.tasks: set[asyncio.Task[None]] = set()
-        # (Event,) from tool tasks, or (call_id, ToolOutcome | BaseException)
-        self.inbox: asyncio.Queue[tuple[Any, ...]] = asyncio.Queue()
+        # (Event,) from tool tasks, or (call_id, ToolOutcome | BaseException); made when a
+        # turn first runs calls in parallel (a run of lone calls never needs one)
+        self._inbox: asyncio.Queue[tuple[Any, ...]] | None = None
+
+    @property
+    def inbox(self) -> asyncio.Queue[tuple[Any, ...]]:
+        if self._inbox is None:
+            self._inbox = asyncio.Queue()
+        return self._inbox
 
     def start(self, effect: StartTool) -> None:
         self.queued.append(effect)
@@ -153,7 +173,8 @@ class _Tools:
                     yield _events.tool_finished(effect, outcome)
                 yield effect.call.id, outcome
                 return
-            queued, self.queued = self.queued, []
+            queued = self.queued[:]
+            self.queued.clear()
             for effect in queued:
                 task = asyncio.get_running_loop().create_task(self._run(effect))
                 self.tasks.add(task)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -41,8 +40,8 @@ class ToolHost:
         return one.call
 
     async def acall(self, name: str, args: dict[str, Any]) -> ToolOutcome:
-        """One call under asyncio: it must not block the event loop."""
-        return await asyncio.to_thread(self.registry.call, name, args)
+        """One call under asyncio: an `async def` tool on the loop, a sync one in a thread."""
+        return await self.registry.acall(name, args)
 
 
 NO_TOOLS = ToolHost(ToolRegistry())

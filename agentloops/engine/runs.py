@@ -92,9 +92,9 @@ def lifecycle(
     ends the run's events (with that result's stop reason) before it propagates.
     """
     started = clock()
-    if observed:
-        yield Emit(RunStarted(loop=loop, run_id=run_id, parent_run_id=parent_run_id))
     try:
+        if observed:
+            yield Emit(RunStarted(loop=loop, run_id=run_id, parent_run_id=parent_run_id))
         result = yield from body
     except AgentLoopsError as exc:
         exc.result = partial(exc)

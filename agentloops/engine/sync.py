@@ -29,15 +29,26 @@ Events = Generator[Event, None, R]
 
 
 def run(machine: Machine[R], host: ToolHost, on_event: EventSink | None = None) -> R:
-    """Drive `machine` to its result, handing every event to `on_event`."""
+    """Drive `machine` to its result, handing every event to `on_event`.
+
+    A sink that raises (a full disk under a `JSONLSink`) fails the run: its error goes into
+    the machine, which attaches the partial result, and later events are not sent to it.
+    """
     events = drive(machine, host, observed=on_event is not None)
+    failed: Exception | None = None
+    throw: Exception | None = None
     with closing(events):
         while True:
             try:
-                event = next(events)
+                event = next(events) if throw is None else events.throw(throw)
             except StopIteration as done:
                 return done.value  # type: ignore[no-any-return]
-            on_event(event)  # type: ignore[misc]  # no sink: the machine emits nothing
+            throw = None
+            if failed is None:
+                try:
+                    on_event(event)  # type: ignore[misc]  # no sink: the machine emits nothing
+                except Exception as exc:
+                    failed = throw = exc
 
 
 def drive(
@@ -111,11 +122,15 @@ def _streamed(parts: Any, effect: CallModel) -> Events[ModelResponse]:
     """Yield a streaming client's deltas (stamped with the run) and return its response."""
     from agentloops.errors import ModelError
 
-    with closing(parts):
+    try:
         for part in parts:
             if isinstance(part, ModelResponse):
                 return part
             yield dataclasses.replace(part, loop=effect.loop, run_id=effect.run_id)
+    finally:
+        close = getattr(parts, "close", None)  # a generator's; a plain iterator has none
+        if close is not None:
+            close()
     raise ModelError(f"{type(effect.client).__name__}.stream ended without a final response")
 
 

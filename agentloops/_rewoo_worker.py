@@ -49,10 +49,18 @@ class Work:
 
 
 def work_machine(
-    plan: ReWOOPlan, registry: ToolRegistry, *, limit: int, abort: bool, observed: bool, run_id: str
+    plan: ReWOOPlan,
+    registry: ToolRegistry,
+    *,
+    limit: int,
+    abort: bool,
+    observed: bool,
+    run_id: str,
+    attempt: int = 0,
 ) -> Machine[Work]:
     """Run a validated plan: each step as soon as its dependencies are done, at most
-    `limit` at once. The driver decides where the calls run."""
+    `limit` at once. The driver decides where the calls run. `attempt` (how many times
+    the run re-planned before this plan) keeps the calls' idempotency keys unique."""
     steps = {s.step_id: s for s in plan.steps}
 
     def start(step_id: str, results: Mapping[str, ToolOutcome]) -> StartTool:
@@ -60,7 +68,8 @@ def work_machine(
         args = step.tool_args
         if step.depends_on:  # validation guarantees every placeholder is a dependency
             args = _substituted(registry, step, {d: results[d].content for d in step.depends_on})
-        return StartTool(ToolCall(step_id, step.tool_name, args), _LOOP, run_id)
+        key = f"{run_id}:plan{attempt}:{step_id}"
+        return StartTool(ToolCall(step_id, step.tool_name, args), _LOOP, run_id, key)
 
     hooks = _hooks(run_id, steps) if observed else {}
     graph = yield from run_graph(

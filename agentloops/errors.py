@@ -22,6 +22,7 @@
         ├── OutputTruncated         the answer was cut by `max_tokens` or the context window
         ├── EmptyReply              the model answered with nothing, even when asked again
         ├── ApprovalRequired        a tool call waits for a human decision
+        ├── CallInDoubt             a durable run's call started, its outcome never recorded
         └── ToolStepFailed          a tool step failed with `on_tool_error="abort"`
 
 Tool failures are not exceptions: they come back as `is_error` results the model can
@@ -204,6 +205,16 @@ class EmptyReply(RunError):
 
 class ApprovalRequired(RunError):
     """A tool call is waiting for a human decision; see `result.pending_approvals`."""
+
+
+class CallInDoubt(RunError):
+    """A durable run stopped at a tool call that started before an interruption and whose
+    outcome was never recorded, because its tool may not simply run again (`on_doubt`).
+    `.calls` holds the calls; `resume(run_id, {call_id: True or False})` decides."""
+
+    def __init__(self, message: str, *, calls: list[Any], result: Any = None):
+        super().__init__(message, result=result)
+        self.calls = calls
 
 
 class ToolStepFailed(RunError):

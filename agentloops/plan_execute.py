@@ -28,7 +28,7 @@ from agentloops._plan_prompts import (
 from agentloops._plan_schema import Plan, PlanRevision, PlanStep, plan_problems
 from agentloops._plan_state import PlanExecuteResult, PlanStopReason, RunState, StepRecord
 from agentloops.checkpoint import Checkpointer, MemoryCheckpointer
-from agentloops.engine import aio, streams, sync
+from agentloops.engine import session
 from agentloops.engine.effects import Emit, Machine, Save
 from agentloops.engine.host import ToolHost
 from agentloops.engine.runs import Clock, lifecycle
@@ -47,6 +47,7 @@ from agentloops.events import (
     StepFinished,
     StepStarted,
 )
+from agentloops.journal import RunStore
 from agentloops.model import ModelClient
 from agentloops.react import ReActLoop, ReActResult
 from agentloops.structured import reply_stop, structured_machine, text_machine
@@ -97,6 +98,10 @@ class PlanAndExecute:
             `EXECUTOR_SYSTEM`).
         reporter_system: the reporter's system prompt (`None`: `REPORTER_SYSTEM`).
         replanner_system: the replanner's system prompt (`None`: `REPLANNER_SYSTEM`).
+        store: a `RunStore`: every outcome is journaled as the run goes, under a lease,
+            and `resume(run_id)` replays it in any process (docs/durability.md); takes the
+            place of a checkpointer.
+        lease_ttl: seconds a run's lease lasts without renewal (renewed while it runs).
 
     The default prompts are module constants of `agentloops.plan_execute`; read them
     there, or in docs/plan-and-execute.md.
@@ -123,6 +128,8 @@ class PlanAndExecute:
         executor_system: str | None = None,
         reporter_system: str | None = None,
         replanner_system: str | None = None,
+        store: RunStore | None = None,
+        lease_ttl: float = 30.0,
     ):
         check_limits(
             max_plan_steps=(max_plan_steps, 1),
@@ -147,8 +154,12 @@ class PlanAndExecute:
         self.max_plan_steps = max_plan_steps
         self.replan = replan
         self.max_replans = max_replans
+        if store is not None and checkpointer is not None:
+            raise ConfigurationError("give a store or a checkpointer, not both: a store journals")
         self.checkpointer = checkpointer
         self._store: Checkpointer = checkpointer or MemoryCheckpointer()
+        self.store = store
+        self._durability = session.Durability(store, lease_ttl) if store is not None else None
         self.on_event = on_event
         self.max_retries = max_retries
         self.max_digest_chars = max_digest_chars
@@ -164,53 +175,92 @@ class PlanAndExecute:
 
         Raises:
             ConfigurationError: `run_id` is already saved (resume it instead).
+            RunExists: with a `store`, `run_id` is taken.
             PlanValidationError: the plan is invalid (and no re-plan is left).
             AgentLoopsError: a model failure; `.result` holds what finished, and with a
-                checkpointer `resume(run_id)` continues from the last finished step.
+                checkpointer or a store `resume(run_id)` continues from there.
         """
-        machine = self.machine(task, run_id=run_id, observed=self.on_event is not None)
-        return sync.run(machine, self._host(), self.on_event)
+        opener, make = self._start(task, run_id, self.on_event is not None)
+        return session.run(opener, make, self._host(), self.on_event)
 
     async def arun(self, task: str, *, run_id: str | None = None) -> PlanExecuteResult:
         """`run` on the event loop."""
-        machine = self.machine(task, run_id=run_id, observed=self.on_event is not None)
-        return await aio.run(machine, self._host(), self.on_event)
+        opener, make = self._start(task, run_id, self.on_event is not None)
+        return await session.arun(opener, make, self._host(), self.on_event)
 
     def stream(
         self, task: str, *, run_id: str | None = None
     ) -> Iterator[Event | PlanExecuteResult]:
         """Every event of the run as it happens (the steps' too, deltas included), then
         the result."""
-        machine = self.machine(task, run_id=run_id, observed=True)
-        return streams.stream(machine, self._host(), self.on_event)
+        opener, make = self._start(task, run_id, True)
+        return session.stream(opener, make, self._host(), self.on_event)
 
     def astream(
         self, task: str, *, run_id: str | None = None
     ) -> AsyncIterator[Event | PlanExecuteResult]:
         """`stream` on the event loop."""
-        machine = self.machine(task, run_id=run_id, observed=True)
-        return streams.astream(machine, self._host(), self.on_event)
+        opener, make = self._start(task, run_id, True)
+        return session.astream(opener, make, self._host(), self.on_event)
 
     def resume(self, run_id: str, decisions: dict[str, bool] | None = None) -> PlanExecuteResult:
         """Continue a saved run at its first unfinished step.
 
         A finished run's result comes back without calling any model. A run paused for
-        approval needs `decisions` (call id to approved, as for `ReActLoop.resume`).
+        approval needs `decisions` (call id to approved, as for `ReActLoop.resume`). With
+        a `store`, the journal is replayed (nothing on record runs again) under the run's
+        lease, and the decisions are recorded under it first: exactly once across
+        processes.
 
         Raises:
             CheckpointError: no saved run has this id, or its state cannot be read.
             ConfigurationError: decisions for a run that is not waiting for any, missing
                 decisions for a paused run, or decisions naming calls that are not pending.
+            RunLeased: with a store, another process drives the run now.
         """
-        machine = self.resume_machine(run_id, decisions, observed=self.on_event is not None)
-        return sync.run(machine, self._host(), self.on_event)
+        opener, make = self._restart(run_id, decisions, self.on_event is not None)
+        return session.run(opener, make, self._host(), self.on_event)
 
     async def aresume(
         self, run_id: str, decisions: dict[str, bool] | None = None
     ) -> PlanExecuteResult:
         """`resume` on the event loop."""
-        machine = self.resume_machine(run_id, decisions, observed=self.on_event is not None)
-        return await aio.run(machine, self._host(), self.on_event)
+        opener, make = self._restart(run_id, decisions, self.on_event is not None)
+        return await session.arun(opener, make, self._host(), self.on_event)
+
+    def _start(
+        self, task: str, run_id: str | None, observed: bool
+    ) -> tuple[session.Opener, session.Make[PlanExecuteResult]]:
+        run_id = run_id or uuid.uuid4().hex[:12]
+        machine = self.machine(task, run_id=run_id, observed=observed)
+        durability = self._durability
+        if durability is None:
+            return session.plain, lambda meta: machine
+        return (
+            lambda: session.begin(durability, kind=_LOOP, run_id=run_id, meta={"task": task}),
+            lambda meta: machine,
+        )
+
+    def _restart(
+        self, run_id: str, decisions: dict[str, bool] | None, observed: bool
+    ) -> tuple[session.Opener, session.Make[PlanExecuteResult]]:
+        durability = self._durability
+        if durability is None:
+            machine = self.resume_machine(run_id, decisions, observed=observed)
+            return session.plain, lambda meta: machine
+        return (
+            lambda: session.reopen(durability, kind=_LOOP, run_id=run_id, decisions=decisions),
+            lambda meta: self._replayed(meta["task"], run_id, observed),
+        )
+
+    def _replayed(self, task: str, run_id: str, observed: bool) -> Machine[PlanExecuteResult]:
+        state = RunState(run_id=run_id, task=task)
+        return self._lifecycle(
+            state,
+            self._drive(state, None, observed, time.perf_counter),
+            observed,
+            time.perf_counter,
+        )
 
     def status(self, run_id: str) -> PlanExecuteResult:
         """The saved run as a result, without running anything (e.g. to show pending calls)."""
@@ -232,7 +282,7 @@ class PlanAndExecute:
         """The run as a step machine (see `agentloops.engine`). The run id is checked
         against the checkpointer when this is called."""
         run_id = run_id or uuid.uuid4().hex[:12]
-        if self._store.load(run_id) is not None:
+        if self.store is None and self._store.load(run_id) is not None:
             raise ConfigurationError(f"run {run_id!r} already exists; resume it or pick another")
         state = RunState(run_id=run_id, task=task)
 

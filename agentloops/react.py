@@ -20,13 +20,22 @@ from typing import Any
 
 from agentloops import _resumed
 from agentloops._react_result import ReActResult, ReActStopReason
-from agentloops.engine import aio, streams, sync
+from agentloops.engine import session
 from agentloops.engine.effects import CallModel, Decide, Emit, Machine, NextTool, StartTool
 from agentloops.engine.host import ToolHost
 from agentloops.engine.runs import Clock, Totals, call_model, lifecycle, run_tools
 from agentloops.errors import AgentLoopsError, ConfigurationError, check_limits
 from agentloops.events import ApprovalRequested, Event, EventSink
-from agentloops.messages import Message, Text, ToolCall, ToolResult, validate_transcript
+from agentloops.journal import RunStore
+from agentloops.messages import (
+    Message,
+    Text,
+    ToolCall,
+    ToolResult,
+    message_from_dict,
+    message_to_dict,
+    validate_transcript,
+)
 from agentloops.model import ModelClient, ModelRequest, answer_stop
 from agentloops.tools import ApprovalPolicy, Tool, ToolRegistry
 
@@ -81,6 +90,10 @@ class ReActLoop:
             error result saying why, so the model can ask for fewer.
         max_tool_calls: tool calls allowed in the whole run; a turn that would go past it
             is not run and the run stops with `"max_tool_calls"` (`None`: no limit).
+        store: a `RunStore` (`agentloops.journal`): each run is journaled as it goes, driven
+            under a lease, and `resume(run_id)` continues it in any process. See
+            docs/durability.md.
+        lease_ttl: seconds a run's lease lasts without renewal (renewed while it runs).
 
     Examples:
         >>> from agentloops.testing import ScriptedModel
@@ -104,6 +117,8 @@ class ReActLoop:
         on_event: EventSink | None = None,
         max_calls_per_turn: int = 64,
         max_tool_calls: int | None = None,
+        store: RunStore | None = None,
+        lease_ttl: float = 30.0,
     ):
         check_limits(
             max_steps=(max_steps, 1),
@@ -126,6 +141,8 @@ class ReActLoop:
         self.on_event = on_event
         self.max_calls_per_turn = max_calls_per_turn
         self.max_tool_calls = max_tool_calls
+        self.store = store
+        self._durability = session.Durability(store, lease_ttl) if store is not None else None
 
     # -- drivers ---------------------------------------------------------------------
 
@@ -138,11 +155,12 @@ class ReActLoop:
     ) -> ReActResult:
         """Run until an answer or a stop. `task` is a question, or a transcript ending on a
         user turn (for example an earlier result's `messages` plus a new question).
-        `parent_run_id` names the run this one is part of (it goes on `RunStarted`)."""
-        machine = self.machine(
-            task, run_id=run_id, parent_run_id=parent_run_id, observed=self.on_event is not None
-        )
-        return sync.run(machine, self._host(), self.on_event)
+        `parent_run_id` names the run this one is part of (it goes on `RunStarted`).
+
+        With a `store`, the run is journaled under `run_id` as it goes (`RunExists` if the
+        id is taken), so `resume(run_id)` continues it in any process."""
+        opener, make = self._start(task, run_id, parent_run_id, self.on_event is not None)
+        return session.run(opener, make, self._host(), self.on_event)
 
     async def arun(
         self,
@@ -153,65 +171,109 @@ class ReActLoop:
     ) -> ReActResult:
         """`run` on the event loop: async clients and tools are awaited, sync ones run in
         worker threads. Cancelling the task cancels the model call and the tool calls in
-        flight; the events already emitted say what ran."""
-        machine = self.machine(
-            task, run_id=run_id, parent_run_id=parent_run_id, observed=self.on_event is not None
-        )
-        return await aio.run(machine, self._host(), self.on_event)
+        flight; the events already emitted (and, with a store, the journal) say what ran."""
+        opener, make = self._start(task, run_id, parent_run_id, self.on_event is not None)
+        return await session.arun(opener, make, self._host(), self.on_event)
 
     def stream(
         self, task: str | Sequence[Message], *, run_id: str | None = None
     ) -> Iterator[Event | ReActResult]:
         """Every event of the run as it happens, text and tool-call deltas included, then
         the `ReActResult`. Stopping early (closing the iterator) ends the run."""
-        machine = self.machine(task, run_id=run_id, observed=True)
-        return streams.stream(machine, self._host(), self.on_event)
+        opener, make = self._start(task, run_id, None, True)
+        return session.stream(opener, make, self._host(), self.on_event)
 
     def astream(
         self, task: str | Sequence[Message], *, run_id: str | None = None
     ) -> AsyncIterator[Event | ReActResult]:
         """`stream` on the event loop."""
-        machine = self.machine(task, run_id=run_id, observed=True)
-        return streams.astream(machine, self._host(), self.on_event)
+        opener, make = self._start(task, run_id, None, True)
+        return session.astream(opener, make, self._host(), self.on_event)
 
     def resume(
         self,
-        result: ReActResult,
-        decisions: dict[str, bool],
+        result: ReActResult | str,
+        decisions: dict[str, bool] | None = None,
         *,
         parent_run_id: str | None = None,
     ) -> ReActResult:
-        """Continue a run paused with `"approval_required"`.
+        """Continue a paused run: from its `ReActResult`, or by its run id with a `store`.
 
         `decisions` maps each pending call id to True (run it, exactly as shown) or False
-        (deny it: the model gets an error result saying so). A pause resumes once per
-        process, whichever loop object resumes it.
+        (deny it: the model gets an error result saying so). From a result, a pause resumes
+        once per process, whichever loop object resumes it. By run id, the decisions are
+        recorded in the store under the run's lease before anything runs, so of two
+        processes approving the same pause, one runs the call and the other gets
+        `RunLeased` or, once the first is done, the same result.
 
         Raises:
             ConfigurationError: the result is not paused, a decision names no pending call,
                 a pending call has no decision, a decision is not a bool, or this pause was
                 already resumed.
+            RunLeased: (by run id) another process drives the run now.
         """
-        machine = self.resume_machine(
-            result, decisions, parent_run_id=parent_run_id, observed=self.on_event is not None
-        )
-        return sync.run(machine, self._host(), self.on_event)
+        opener, make = self._restart(result, decisions, parent_run_id, self.on_event is not None)
+        return session.run(opener, make, self._host(), self.on_event)
 
     async def aresume(
         self,
-        result: ReActResult,
-        decisions: dict[str, bool],
+        result: ReActResult | str,
+        decisions: dict[str, bool] | None = None,
         *,
         parent_run_id: str | None = None,
     ) -> ReActResult:
         """`resume` on the event loop."""
-        machine = self.resume_machine(
-            result, decisions, parent_run_id=parent_run_id, observed=self.on_event is not None
-        )
-        return await aio.run(machine, self._host(), self.on_event)
+        opener, make = self._restart(result, decisions, parent_run_id, self.on_event is not None)
+        return await session.arun(opener, make, self._host(), self.on_event)
 
     def _host(self) -> ToolHost:
         return ToolHost(self.tools)
+
+    def _start(
+        self,
+        task: str | Sequence[Message],
+        run_id: str | None,
+        parent_run_id: str | None,
+        observed: bool,
+    ) -> tuple[session.Opener, session.Make[ReActResult]]:
+        run_id = run_id or os.urandom(6).hex()
+        machine = self.machine(task, run_id=run_id, parent_run_id=parent_run_id, observed=observed)
+        durability = self._durability
+        if durability is None:
+            return session.plain, lambda meta: machine
+        stored = task if isinstance(task, str) else [message_to_dict(m) for m in task]
+        meta = {"task": stored, "parent_run_id": parent_run_id}
+        return (
+            lambda: session.begin(durability, kind=_LOOP, run_id=run_id, meta=meta),
+            lambda meta: machine,
+        )
+
+    def _restart(
+        self,
+        result: ReActResult | str,
+        decisions: dict[str, bool] | None,
+        parent_run_id: str | None,
+        observed: bool,
+    ) -> tuple[session.Opener, session.Make[ReActResult]]:
+        if not isinstance(result, str):
+            machine = self.resume_machine(
+                result, decisions or {}, parent_run_id=parent_run_id, observed=observed
+            )
+            return session.plain, lambda meta: machine
+        durability, run_id = self._durability, result
+        if durability is None:
+            raise ConfigurationError("resuming by run id needs a store: ReActLoop(..., store=)")
+
+        def make(meta: dict[str, Any]) -> Machine[ReActResult]:
+            task = meta["task"]
+            task = task if isinstance(task, str) else [message_from_dict(m) for m in task]
+            parent = meta.get("parent_run_id")
+            return self.machine(task, run_id=run_id, parent_run_id=parent, observed=observed)
+
+        return (
+            lambda: session.reopen(durability, kind=_LOOP, run_id=run_id, decisions=decisions),
+            make,
+        )
 
     # -- the machine -----------------------------------------------------------------
 

@@ -24,7 +24,7 @@ from agentloops._rewoo_prompts import (
 )
 from agentloops._rewoo_result import ReWOOResult, ReWOOStopReason
 from agentloops._rewoo_worker import NOT_RUN, Work, work_machine
-from agentloops.engine import aio, streams, sync
+from agentloops.engine import session, sync
 from agentloops.engine.effects import Emit, Machine
 from agentloops.engine.host import ToolHost
 from agentloops.engine.runs import Clock, Totals, lifecycle
@@ -37,6 +37,7 @@ from agentloops.errors import (
     check_limits,
 )
 from agentloops.events import Event, EventSink, PlanMade, Replanned
+from agentloops.journal import RunStore
 from agentloops.model import ModelClient, ModelResponse
 from agentloops.structured import reply_stop, structured_machine, text_machine
 from agentloops.tools import Tool, ToolOutcome, ToolRegistry
@@ -88,6 +89,9 @@ class ReWOOPipeline:
         max_retries: structured-output retries for one plan.
         max_tokens: output limit per model call (`None`: the client's default).
         on_event: receives every `Event`.
+        store: a `RunStore`: each run is journaled as it goes, under a lease, and
+            `resume(run_id)` continues it in any process (docs/durability.md).
+        lease_ttl: seconds a run's lease lasts without renewal (renewed while it runs).
 
     Examples:
         >>> from agentloops.testing import ScriptedModel, respond_structured
@@ -123,6 +127,8 @@ class ReWOOPipeline:
         max_retries: int = 2,
         max_tokens: int | None = None,
         on_event: EventSink | None = None,
+        store: RunStore | None = None,
+        lease_ttl: float = 30.0,
     ):
         check_limits(
             max_workers=(max_workers, 1),
@@ -154,6 +160,8 @@ class ReWOOPipeline:
         self.max_retries = max_retries
         self.max_tokens = max_tokens
         self.on_event = on_event
+        self.store = store
+        self._durability = session.Durability(store, lease_ttl) if store is not None else None
 
     # -- the three stages, public so each can be used (and tested) alone ------------
 
@@ -212,7 +220,7 @@ class ReWOOPipeline:
         """Plan, work, solve; re-plan on problems when allowed.
 
         Each error carries a `ReWOOResult` as `.result` holding what was done (usage,
-        plan, evidence).
+        plan, evidence). With a `store`, the run is journaled under `run_id`.
 
         Raises:
             PlanValidationError: the plan was still invalid after the re-plans.
@@ -220,26 +228,67 @@ class ReWOOPipeline:
             ModelOutputError: the planner's output never matched the plan schema.
             ModelError: the planner or the solver failed.
         """
-        machine = self.machine(task, run_id=run_id, observed=self.on_event is not None)
-        return sync.run(machine, self._host(), self.on_event)
+        opener, make = self._start(task, run_id, self.on_event is not None)
+        return session.run(opener, make, self._host(), self.on_event)
 
     async def arun(self, task: str, *, run_id: str | None = None) -> ReWOOResult:
         """`run` on the event loop; steps run as tasks, still each as soon as its
         dependencies are done."""
-        machine = self.machine(task, run_id=run_id, observed=self.on_event is not None)
-        return await aio.run(machine, self._host(), self.on_event)
+        opener, make = self._start(task, run_id, self.on_event is not None)
+        return await session.arun(opener, make, self._host(), self.on_event)
 
     def stream(self, task: str, *, run_id: str | None = None) -> Iterator[Event | ReWOOResult]:
         """Every event of the run as it happens (deltas included), then the result."""
-        machine = self.machine(task, run_id=run_id, observed=True)
-        return streams.stream(machine, self._host(), self.on_event)
+        opener, make = self._start(task, run_id, True)
+        return session.stream(opener, make, self._host(), self.on_event)
 
     def astream(
         self, task: str, *, run_id: str | None = None
     ) -> AsyncIterator[Event | ReWOOResult]:
         """`stream` on the event loop."""
-        machine = self.machine(task, run_id=run_id, observed=True)
-        return streams.astream(machine, self._host(), self.on_event)
+        opener, make = self._start(task, run_id, True)
+        return session.astream(opener, make, self._host(), self.on_event)
+
+    def resume(self, run_id: str, decisions: dict[str, bool] | None = None) -> ReWOOResult:
+        """Continue a journaled run (needs a `store`): what it recorded is replayed without
+        calling any model or tool again, then it goes on live. `decisions` settle calls in
+        doubt (`CallInDoubt`): True runs one again, False records it as not run.
+
+        Raises:
+            RunLeased: another process drives the run now.
+        """
+        opener, make = self._restart(run_id, decisions, self.on_event is not None)
+        return session.run(opener, make, self._host(), self.on_event)
+
+    async def aresume(self, run_id: str, decisions: dict[str, bool] | None = None) -> ReWOOResult:
+        """`resume` on the event loop."""
+        opener, make = self._restart(run_id, decisions, self.on_event is not None)
+        return await session.arun(opener, make, self._host(), self.on_event)
+
+    def _start(
+        self, task: str, run_id: str | None, observed: bool
+    ) -> tuple[session.Opener, session.Make[ReWOOResult]]:
+        run_id = run_id or uuid.uuid4().hex[:12]
+        machine = self.machine(task, run_id=run_id, observed=observed)
+        durability = self._durability
+        if durability is None:
+            return session.plain, lambda meta: machine
+        meta = {"task": task}
+        return (
+            lambda: session.begin(durability, kind=_LOOP, run_id=run_id, meta=meta),
+            lambda meta: machine,
+        )
+
+    def _restart(
+        self, run_id: str, decisions: dict[str, bool] | None, observed: bool
+    ) -> tuple[session.Opener, session.Make[ReWOOResult]]:
+        durability = self._durability
+        if durability is None:
+            raise ConfigurationError("resuming a run needs a store: ReWOOPipeline(..., store=)")
+        return (
+            lambda: session.reopen(durability, kind=_LOOP, run_id=run_id, decisions=decisions),
+            lambda meta: self.machine(meta["task"], run_id=run_id, observed=observed),
+        )
 
     def _host(self) -> ToolHost:
         return ToolHost(self.tools, self.executor)
@@ -357,6 +406,7 @@ class ReWOOPipeline:
         done = yield from work_machine(
             plan,
             self.tools,
+            attempt=run.replans,
             limit=limit,
             abort=self.on_tool_error == "abort",
             observed=observed,

@@ -8,6 +8,7 @@ timeout or an over-long output all come back as an `is_error` outcome whose text
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import importlib
 import re
@@ -40,6 +41,33 @@ else:
 Decision = Literal["allow", "deny", "ask"]
 ApprovalPolicy = Callable[[ToolCall], Decision]
 """Decides per call: run it, refuse it, or pause for a human."""
+
+DoubtPolicy = Literal["rerun", "ask", "fail"]
+"""What a durable run does with a call in doubt (see `Tool.on_doubt`)."""
+
+_CALL_KEY: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "agentloops_call_key", default=None
+)
+
+
+def idempotency_key() -> str | None:
+    """The idempotency key of the tool call running now, or `None` outside a loop's call.
+
+    The same on every run of the call, a re-run after a crash included (a durable run
+    replays the machine that made it), and unique within the run: pass it to the system
+    a side-effecting tool changes, so that system can refuse to do the work twice.
+    """
+    return _CALL_KEY.get()
+
+
+def with_call_key(key: str, fn: Callable[..., Any], *args: Any) -> Any:
+    """Call `fn(*args)` with `key` as the current idempotency key (drivers use this)."""
+    token = _CALL_KEY.set(key)
+    try:
+        return fn(*args)
+    finally:
+        _CALL_KEY.reset(token)
+
 
 ApprovalRule = Union[bool, Callable[[dict[str, Any]], object]]  # noqa: UP007 (a runtime alias)
 """`requires_approval`: always (`True`), never (`False`), or a predicate on the call's
@@ -81,6 +109,7 @@ class Tool(Generic[P, R]):
         requires_approval: ApprovalRule = False,
         timeout: float | None = None,
         concurrent: bool = True,
+        on_doubt: DoubtPolicy | None = None,
     ):
         self.fn = fn
         self.name = name
@@ -92,6 +121,17 @@ class Tool(Generic[P, R]):
         self.timeout = timeout
         self.concurrent = concurrent
         """`False`: one call at a time, across every registry, loop and driver."""
+        if on_doubt not in (None, "rerun", "ask", "fail"):
+            raise ConfigurationError(
+                f"tool {name!r}: on_doubt must be 'rerun', 'ask' or 'fail', got {on_doubt!r}"
+            )
+        self.on_doubt: DoubtPolicy = on_doubt or (
+            "rerun" if read_only and requires_approval is False else "ask"
+        )
+        """What a durable run does with a call of this tool that started but has no
+        recorded outcome (the process died during it): run it again with the same
+        idempotency key, ask a human, or fail the run. Default: "rerun" for a read-only
+        tool that never needs approval, "ask" for any other."""
         self.is_async = is_async(fn)
         self.input_schema: dict[str, Any] = args_model.model_json_schema()
         self.input_schema.pop("title", None)
@@ -111,6 +151,7 @@ class Tool(Generic[P, R]):
         requires_approval: ApprovalRule = False,
         timeout: float | None = None,
         concurrent: bool = True,
+        on_doubt: DoubtPolicy | None = None,
     ) -> Tool[P, R]:
         """Build a tool from a function's signature, type hints and docstring.
 
@@ -142,6 +183,7 @@ class Tool(Generic[P, R]):
             requires_approval=requires_approval,
             timeout=timeout,
             concurrent=concurrent,
+            on_doubt=on_doubt,
         )
 
     def spec(self) -> ToolSpec:
@@ -184,7 +226,7 @@ class Tool(Generic[P, R]):
         if by_name is not None:
             return (_lookup, by_name)
         options = (self.name, self.description, self.read_only, self.requires_approval)
-        return (_rebuild, (self.fn, *options, self.timeout, self.concurrent))
+        return (_rebuild, (self.fn, *options, self.timeout, self.concurrent, self.on_doubt))
 
     def _by_name(self) -> tuple[str, str] | None:
         """`(module, qualname)` when this tool pickles by name, else `None` (by value)."""
@@ -221,6 +263,7 @@ def _rebuild(
     requires_approval: ApprovalRule,
     timeout: float | None,
     concurrent: bool = True,
+    on_doubt: DoubtPolicy | None = None,
 ) -> Tool:
     return Tool.from_function(
         fn,
@@ -230,6 +273,7 @@ def _rebuild(
         requires_approval=requires_approval,
         timeout=timeout,
         concurrent=concurrent,
+        on_doubt=on_doubt,
     )
 
 
@@ -243,6 +287,7 @@ def tool(
     requires_approval: ApprovalRule = False,
     timeout: float | None = None,
     concurrent: bool = True,
+    on_doubt: DoubtPolicy | None = None,
 ) -> Tool[P, R]: ...
 
 
@@ -256,6 +301,7 @@ def tool(
     requires_approval: ApprovalRule = False,
     timeout: float | None = None,
     concurrent: bool = True,
+    on_doubt: DoubtPolicy | None = None,
 ) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
 
 
@@ -268,6 +314,7 @@ def tool(
     requires_approval: ApprovalRule = False,
     timeout: float | None = None,
     concurrent: bool = True,
+    on_doubt: DoubtPolicy | None = None,
 ) -> Any:
     """Turn a typed function (sync or `async def`) into a `Tool`, with or without arguments.
 
@@ -293,6 +340,7 @@ def tool(
             requires_approval=requires_approval,
             timeout=timeout,
             concurrent=concurrent,
+            on_doubt=on_doubt,
         )
 
     return wrap(fn) if fn is not None else wrap

@@ -145,3 +145,21 @@ def postgres_conninfo() -> Iterator[str]:
     finally:
         with psycopg.connect(server, autocommit=True) as admin:
             admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def durable_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[object]:
+    """A run store of each backend for the durable loops' tests (PostgreSQL only when
+    `AGENTLOOPS_TEST_POSTGRES` names a server; skipped otherwise)."""
+    from agentloops.journal import MemoryStore, PostgresStore, SQLiteStore
+
+    if request.param == "memory":
+        yield MemoryStore()
+    elif request.param == "sqlite":
+        with SQLiteStore(tmp_path / "runs.db") as sqlite_store:
+            yield sqlite_store
+    else:
+        with PostgresStore(request.getfixturevalue("postgres_conninfo")) as pg_store:
+            with pg_store.connect(autocommit=True) as conn:
+                conn.execute("TRUNCATE agentloops_runs, agentloops_journal")
+            yield pg_store

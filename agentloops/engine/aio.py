@@ -18,12 +18,22 @@ from dataclasses import dataclass
 from typing import Any, Generic
 
 from agentloops.engine import _events
-from agentloops.engine.effects import CallModel, Decide, Emit, Machine, NextTool, R, Save, StartTool
+from agentloops.engine.effects import (
+    CallModel,
+    Decide,
+    Emit,
+    Journal,
+    Machine,
+    NextTool,
+    R,
+    Save,
+    StartTool,
+)
 from agentloops.engine.host import ToolHost
 from agentloops.errors import ModelError
 from agentloops.events import Event, EventSink
 from agentloops.model import ModelResponse
-from agentloops.tools import ToolOutcome
+from agentloops.tools import ToolOutcome, with_call_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +94,8 @@ async def drive(
                             yield item  # type: ignore[misc]
                 elif kind is Emit:
                     yield effect.event  # type: ignore[union-attr]
+                elif kind is Journal:
+                    await asyncio.to_thread(effect.write, effect.entries, effect.status)  # type: ignore[union-attr]
                 elif kind is Save:
                     await asyncio.to_thread(_events.save, effect)  # type: ignore[arg-type]
                 elif kind is not Decide:  # Decide: nobody to ask in a plain run
@@ -207,8 +219,9 @@ class _Tools:
     async def _call(self, effect: StartTool) -> ToolOutcome:
         call, host = effect.call, self.host
         if host.executor is None:
-            return await host.acall(call.name, call.args)
-        future = host.executor.submit(host.caller(call.name), call.name, call.args)
+            return await host.acall(effect)
+        caller = host.caller(call.name)
+        future = host.executor.submit(with_call_key, effect.call_key, caller, call.name, call.args)
         try:
             return await asyncio.wrap_future(future)
         except asyncio.CancelledError:

@@ -12,12 +12,13 @@ outcomes it makes the same decisions, so a run can be replayed from a journal of
 | `NextTool`  | waits for a started call to finish                 | `(call_id, ToolOutcome)`     |
 | `Decide`    | looks for human decisions on the calls            | `{call_id: bool}`, or `None` |
 | `Save`      | stores a checkpoint                               | `None`                       |
+| `Journal`   | appends records to a durable run's journal        | `None`                       |
 | `Emit`      | hands the event to the sink                       | `None`                       |
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -53,6 +54,13 @@ class StartTool:
     call: ToolCall
     loop: str
     run_id: str
+    key: str = ""
+    """The call's idempotency key, the same on every replay of the run (default
+    `run_id:call_id`); a tool reads it with `agentloops.idempotency_key()`."""
+
+    @property
+    def call_key(self) -> str:
+        return self.key or f"{self.run_id}:{self.call.id}"
 
 
 @dataclass(slots=True)
@@ -85,13 +93,24 @@ class Save:
 
 
 @dataclass(slots=True)
+class Journal:
+    """Append `entries` (`(kind, data)` or `(kind, data, key)`) to a durable run's journal
+    through `write`, and set its status when `status` is given. Only the durable wrapper
+    yields these (`agentloops.engine.durable`)."""
+
+    write: Callable[[list[Any], str | None], None]
+    entries: list[Any]
+    status: str | None = None
+
+
+@dataclass(slots=True)
 class Emit:
     """Hand `event` to whoever listens. Machines emit only when told someone does."""
 
     event: Event
 
 
-Effect = CallModel | StartTool | NextTool | Decide | Save | Emit
+Effect = CallModel | StartTool | NextTool | Decide | Save | Journal | Emit
 
 Machine = Generator[Effect, Any, R]
 """A step machine that returns `R` (a run's result) when it is done."""

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentloops._pickling import ensure_picklable, pickler_for
-from agentloops.tools import ToolOutcome, ToolRegistry
+from agentloops.engine.effects import StartTool
+from agentloops.tools import _CALL_KEY, ToolOutcome, ToolRegistry, with_call_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,9 +40,23 @@ class ToolHost:
         ensure_picklable(one, f"tool {name!r}", executor=executor)
         return one.call
 
-    async def acall(self, name: str, args: dict[str, Any]) -> ToolOutcome:
-        """One call under asyncio: an `async def` tool on the loop, a sync one in a thread."""
-        return await self.registry.acall(name, args)
+    def call(self, effect: StartTool) -> ToolOutcome:
+        """One call, here, with its idempotency key set for the tool to read."""
+        call = effect.call
+        outcome: ToolOutcome = with_call_key(
+            effect.call_key, self.registry.call, call.name, call.args
+        )
+        return outcome
+
+    async def acall(self, effect: StartTool) -> ToolOutcome:
+        """One call under asyncio (an `async def` tool on the loop, a sync one in a
+        thread), with its idempotency key set."""
+        call = effect.call
+        token = _CALL_KEY.set(effect.call_key)
+        try:
+            return await self.registry.acall(call.name, call.args)
+        finally:
+            _CALL_KEY.reset(token)
 
 
 NO_TOOLS = ToolHost(ToolRegistry())

@@ -19,11 +19,21 @@ from contextlib import closing
 from typing import Any
 
 from agentloops.engine import _events, _threads
-from agentloops.engine.effects import CallModel, Decide, Emit, Machine, NextTool, R, Save, StartTool
+from agentloops.engine.effects import (
+    CallModel,
+    Decide,
+    Emit,
+    Journal,
+    Machine,
+    NextTool,
+    R,
+    Save,
+    StartTool,
+)
 from agentloops.engine.host import ToolHost
 from agentloops.events import Event, EventSink
 from agentloops.model import ModelResponse
-from agentloops.tools import ToolOutcome
+from agentloops.tools import ToolOutcome, with_call_key
 
 Events = Generator[Event, None, R]
 
@@ -61,7 +71,6 @@ def drive(
     """
     tools = _Tools(host, observed)
     queued = tools.queued
-    registry = host.registry
     quiet = not observed and not streaming
     inline = host.executor is None
     try:
@@ -79,8 +88,8 @@ def drive(
                     outcome = None
                 elif kind is NextTool:
                     if not observed and inline and len(queued) == 1 and not tools.running:
-                        call = queued.pop().call  # a lone call runs inline, on this thread
-                        outcome = call.id, registry.call(call.name, call.args)
+                        lone = queued.pop()  # a lone call runs inline, on this thread
+                        outcome = lone.call.id, host.call(lone)
                     else:
                         outcome = yield from tools.next()
                 elif kind is Emit:
@@ -88,6 +97,9 @@ def drive(
                     outcome = None
                 elif kind is Decide:
                     outcome = None  # nobody to ask in a plain run: the machine pauses
+                elif kind is Journal:
+                    effect.write(effect.entries, effect.status)  # type: ignore[union-attr]
+                    outcome = None
                 elif kind is Save:
                     _events.save(effect)  # type: ignore[arg-type]
                     outcome = None
@@ -166,7 +178,7 @@ class _Tools:
         call = effect.call
         if self.observed:
             yield _events.tool_started(effect)
-        outcome = self.host.registry.call(call.name, call.args)
+        outcome = self.host.call(effect)
         if self.observed:
             yield _events.tool_finished(effect, outcome)
         return call.id, outcome
@@ -192,11 +204,14 @@ class _Tools:
         if self.observed:
             inbox.put(("event", _events.tool_started(e)))
         try:
+            key = e.call_key
             if isinstance(executor, ThreadPoolExecutor):  # the caller's contextvars go along
                 ctx = contextvars.copy_context()
-                future: Future[ToolOutcome] = executor.submit(ctx.run, caller, call.name, call.args)
-            else:
-                future = executor.submit(caller, call.name, call.args)
+                future: Future[ToolOutcome] = executor.submit(
+                    ctx.run, with_call_key, key, caller, call.name, call.args
+                )
+            else:  # the key travels with the call to a remote worker
+                future = executor.submit(with_call_key, key, caller, call.name, call.args)
         except Exception as exc:  # e.g. an executor that is shut down
             future = Future()
             future.set_exception(exc)
@@ -222,13 +237,12 @@ class _Tools:
 def _task(tools: _Tools, effect: StartTool) -> Callable[[], None]:
     call, inbox, observed = effect.call, tools.inbox, tools.observed
     ctx = contextvars.copy_context()
-    registry = tools.host.registry
 
     def task() -> None:
         try:
             if observed:
                 inbox.put(("event", _events.tool_started(effect)))
-            outcome: ToolOutcome | BaseException = ctx.run(registry.call, call.name, call.args)
+            outcome: ToolOutcome | BaseException = ctx.run(tools.host.call, effect)
             if observed:
                 inbox.put(("event", _events.tool_finished(effect, outcome)))  # type: ignore[arg-type]
         except BaseException as exc:  # handed to the driver's thread, which raises it

@@ -1,0 +1,38 @@
+"""Outcomes as JSON records for a run's journal, and back: exactly what a machine was sent."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from agentloops.messages import message_from_dict, message_to_dict
+from agentloops.model import ModelResponse, Usage
+from agentloops.tools import ToolOutcome
+
+
+def response_to_dict(response: ModelResponse) -> dict[str, Any]:
+    return {
+        "message": message_to_dict(response.message),
+        "stop_reason": response.stop_reason,
+        "usage": dataclasses.asdict(response.usage),
+        "model": response.model,
+        "output": response.output,
+    }
+
+
+def response_from_dict(data: dict[str, Any]) -> ModelResponse:
+    return ModelResponse(
+        message_from_dict(data["message"]),
+        data["stop_reason"],
+        Usage(**data["usage"]),
+        data["model"],
+        data["output"],
+    )
+
+
+def outcome_to_dict(outcome: ToolOutcome) -> dict[str, Any]:
+    return {"content": outcome.content, "is_error": outcome.is_error, "seconds": outcome.seconds}
+
+
+def outcome_from_dict(data: dict[str, Any]) -> ToolOutcome:
+    return ToolOutcome(content=data["content"], is_error=data["is_error"], seconds=data["seconds"])

@@ -1,0 +1,246 @@
+"""Durable runs: every outcome journaled before the run moves on, and replayed on resume.
+
+`journaled(machine, ...)` wraps a loop's step machine. Live, it passes each effect to the
+driver and records the outcome (a model response; a tool call's start, then its outcome)
+through `Journal` effects. On resume it first answers the machine from the journal (the
+machine is deterministic given its outcomes, so it makes the same requests again and no
+model or tool call is repeated for an outcome on record), then goes on live.
+
+A call that started but has no recorded outcome is *in doubt* (the process died during
+it). Its tool's `on_doubt` says what happens: "rerun" runs it again with the same
+idempotency key; "ask" and "fail" stop the run with `CallInDoubt` until a person decides
+(`resume(run_id, {call_id: True})` runs it again, `False` records it as not run).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from agentloops.engine import _codec
+from agentloops.engine.effects import (
+    CallModel,
+    Decide,
+    Effect,
+    Emit,
+    Journal,
+    Machine,
+    NextTool,
+    R,
+    Save,
+    StartTool,
+)
+from agentloops.errors import AgentLoopsError, CallInDoubt, CheckpointError
+from agentloops.journal import Entry, JournalRecord
+from agentloops.messages import ToolCall
+from agentloops.tools import ToolOutcome, ToolRegistry
+
+FORMAT = 1
+"""The journal layout this version writes (`meta["format"]`); a newer one is refused."""
+
+Write = Callable[[list[Entry], str | None], None]
+
+_DECLINED = (
+    "not run again: this call was in doubt (it started, then the run was interrupted before "
+    "its outcome was recorded), and a person chose not to run it again"
+)
+
+
+def call_key(run_id: str, call: ToolCall) -> str:
+    """The journal key of a call that waits for a decision (a machine's default call key)."""
+    return f"{run_id}:{call.id}"
+
+
+def journaled(
+    machine: Machine[R], past: Sequence[JournalRecord], write: Write, tools: ToolRegistry
+) -> Machine[R]:
+    """`machine`, replayed from `past` and journaled from there on (see the module doc)."""
+    replay = _Replay(past, tools)
+    pending: list[Entry] = []
+    outcome: Any = None
+    error: Exception | None = None
+    while True:
+        try:
+            effect = machine.send(outcome) if error is None else machine.throw(error)
+        except StopIteration as done:
+            result = done.value
+            status = "paused" if result.stop_reason == "approval_required" else "finished"
+            if pending or replay.live or replay.ended != status:
+                summary = {"stop_reason": result.stop_reason, "answer": result.answer[:2000]}
+                yield Journal(write, [*pending, ("result", summary)], status)
+            return result  # type: ignore[no-any-return]
+        except AgentLoopsError as exc:
+            status = "in_doubt" if isinstance(exc, CallInDoubt) else "failed"
+            failed = ("failed", {"error": f"{type(exc).__name__}: {exc}"[:2000]})
+            with contextlib.suppress(Exception):  # if recording it fails, the first error counts
+                yield Journal(write, [*pending, failed], status)
+            raise
+        outcome, error = None, None
+        try:
+            outcome = yield from replay.perform(effect, pending, write)
+        except Exception as exc:  # a driver's or the journal's failure: the machine decides
+            error = exc
+
+
+class _Replay:
+    """What the journal already holds for a run, consumed as the machine asks again."""
+
+    def __init__(self, past: Sequence[JournalRecord], tools: ToolRegistry):
+        self.tools = tools
+        self.models = deque(r for r in past if r.kind == "model")
+        self.finished = {r.key: r for r in past if r.kind == "tool_finished"}
+        self.started = {r.key: r for r in past if r.kind == "tool_started"}
+        self.decided = {r.key: r.data for r in past if r.kind == "decision"}
+        self.asked = {r.key for r in past if r.kind == "approval_requested"}
+        self.ended = _ended(past)
+        self.ready: list[tuple[int, str, ToolOutcome]] = []
+        """Replayed calls the machine started, waiting for its `NextTool` (journal order)."""
+        self.keys: dict[str, tuple[str, str]] = {}
+        """Call id -> (call key, tool name) of the calls whose outcome is to be recorded."""
+        self.live = False
+
+    @property
+    def replaying(self) -> bool:
+        return bool(self.models) or bool(self.finished) or bool(self.ready)
+
+    def perform(self, effect: Effect, pending: list[Entry], write: Write) -> Machine[Any]:
+        kind = type(effect)
+        if kind is CallModel:
+            return (yield from self._model(effect, pending, write))  # type: ignore[arg-type]
+        if kind is StartTool:
+            return (yield from self._start(effect, pending, write))  # type: ignore[arg-type]
+        if kind is NextTool:
+            return (yield from self._next(effect, pending, write))  # type: ignore[arg-type]
+        if kind is Decide:
+            return (yield from self._decide(effect, pending, write))  # type: ignore[arg-type]
+        if kind is Save:
+            return None  # the journal holds everything a checkpoint would
+        if kind is Emit and self.replaying:
+            return None  # what is replayed happened before: its events were sent then
+        return (yield effect)
+
+    def _model(self, effect: CallModel, pending: list[Entry], write: Write) -> Machine[Any]:
+        if self.models:
+            record = self.models.popleft()
+            data = record.data
+            if (data["run"], data["step"]) != (effect.run_id, effect.step):
+                raise _mismatch(record, f"a model call of run {effect.run_id} step {effect.step}")
+            return _codec.response_from_dict(data["response"])
+        yield from _flush(pending, write)
+        self.live = True
+        response = yield effect
+        step = {"run": effect.run_id, "step": effect.step}
+        pending.append(("model", {**step, "response": _codec.response_to_dict(response)}))
+        return response
+
+    def _start(self, effect: StartTool, pending: list[Entry], write: Write) -> Machine[None]:
+        call, key = effect.call, effect.call_key
+        done = self.finished.pop(key, None)
+        if done is not None:  # ran and recorded: its outcome comes from the journal
+            if done.data["name"] != call.name:
+                raise _mismatch(done, f"a call of {call.name!r}")
+            outcome = _codec.outcome_from_dict(done.data["outcome"])
+            self.ready.append((done.seq, call.id, outcome))
+            return None
+        if key in self.started:  # started, never recorded as finished: in doubt
+            if not self._may_rerun(effect):
+                return None
+        else:
+            started = {"id": call.id, "name": call.name, "args": call.args}
+            pending.append(("tool_started", started, key))
+        self.keys[call.id] = (key, call.name)
+        self.live = True
+        yield effect
+        return None
+
+    def _may_rerun(self, effect: StartTool) -> bool:
+        """Whether a call in doubt runs again; if a person declined, its outcome is ready."""
+        call, key = effect.call, effect.call_key
+        tool = self.tools.get(call.name)
+        if tool is not None and tool.on_doubt == "rerun":
+            return True
+        decision = self.decided.get(key)
+        if decision is None:
+            policy = tool.on_doubt if tool is not None else "fail"
+            raise CallInDoubt(
+                f"call {call.id} ({call.name}) started but its outcome was never recorded, "
+                f"and its tool's on_doubt={policy!r}: resume with {{{call.id!r}: True}} to "
+                f"run it again (idempotency key {key!r}) or False to record it as not run",
+                calls=[call],
+            )
+        if decision["approved"]:
+            return True
+        declined = ToolOutcome(content=_DECLINED, is_error=True)
+        self.ready.append((0, call.id, declined))
+        self.keys[call.id] = (key, call.name)
+        return False
+
+    def _next(self, effect: NextTool, pending: list[Entry], write: Write) -> Machine[Any]:
+        if self.ready:
+            self.ready.sort(key=lambda item: item[0])  # in the order they finished before
+            _, call_id, outcome = self.ready.pop(0)
+            if call_id in self.keys:  # declined in doubt: record it, so it stays declined
+                yield from _flush(pending, write)
+                yield Journal(write, [self._finished(call_id, outcome)])
+            return call_id, outcome
+        yield from _flush(pending, write)
+        call_id, outcome = yield effect
+        yield Journal(write, [self._finished(call_id, outcome)])
+        return call_id, outcome
+
+    def _finished(self, call_id: str, outcome: ToolOutcome) -> Entry:
+        key, name = self.keys.pop(call_id)
+        data = {"call_id": call_id, "name": name, "outcome": _codec.outcome_to_dict(outcome)}
+        return ("tool_finished", data, key)
+
+    def _decide(self, effect: Decide, pending: list[Entry], write: Write) -> Machine[Any]:
+        keys = [call_key(effect.run_id, c) for c in effect.calls]
+        decided = [self.decided.get(k) for k in keys]
+        if all(d is not None for d in decided):
+            answers = {}
+            for call, d in zip(effect.calls, decided, strict=True):
+                assert d is not None
+                if d["args"] != call.args or d["name"] != call.name:
+                    raise CheckpointError(
+                        f"the decision on call {call.id} was made for other arguments "
+                        f"({d['name']} {d['args']}); it does not apply to {call.args}",
+                        run_id=effect.run_id,
+                    )
+                answers[call.id] = bool(d["approved"])
+            return answers
+        asked = f"{effect.run_id}:" + ",".join(c.id for c in effect.calls)
+        if asked not in self.asked:
+            calls = [{"id": c.id, "name": c.name, "args": c.args} for c in effect.calls]
+            pending.append(("approval_requested", {"run": effect.run_id, "calls": calls}, asked))
+        yield from _flush(pending, write)
+        return None  # no decision at hand: the machine pauses the run
+
+
+def _ended(past: Sequence[JournalRecord]) -> str | None:
+    """How the journal's last session ended: "finished", "paused", "failed", or None."""
+    for record in reversed(past):
+        if record.kind == "result":
+            paused = record.data["stop_reason"] == "approval_required"
+            return "paused" if paused else "finished"
+        if record.kind == "failed":
+            return "failed"
+    return None
+
+
+def _flush(pending: list[Entry], write: Write) -> Machine[None]:
+    """Write what is buffered, before anything leaves the process (a model call, a tool)."""
+    if pending:
+        entries = pending[:]
+        pending.clear()
+        yield Journal(write, entries)
+
+
+def _mismatch(record: JournalRecord, asked: str) -> CheckpointError:
+    return CheckpointError(
+        f"run {record.run_id!r}: the journal does not match this loop: record {record.seq} "
+        f"({record.kind}) answers {asked}; were the loop's settings, prompts or tools "
+        "changed since the run started?",
+        run_id=record.run_id,
+    )

@@ -1,0 +1,223 @@
+"""A durable run's hold on its store: the lease and its keeper, the writes that name it,
+and the approvals recorded under it.
+
+A run is driven by one holder at a time. `begin` creates the run holding its lease;
+`reopen` takes the lease of an existing run (`RunLeased`, naming the holder and until
+when, while another holder drives it), records the decisions it was given, and reads the
+journal to replay. Every journal write names the lease, so a holder that lost it (it
+stalled past the expiry and the run was taken over) writes nothing and stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from agentloops.engine import aio, streams, sync
+from agentloops.engine.durable import FORMAT, journaled
+from agentloops.engine.effects import Machine, R
+from agentloops.engine.host import ToolHost
+from agentloops.errors import CheckpointError, ConfigurationError
+from agentloops.events import Event, EventSink
+from agentloops.journal import Entry, JournalRecord, Lease, RunStore
+from agentloops.journal.keeper import LeaseKeeper
+from agentloops.messages import ToolCall
+
+
+@dataclass(frozen=True, slots=True)
+class Durability:
+    """What a loop was given to make its runs durable."""
+
+    store: RunStore
+    lease_ttl: float = 30.0
+    holder: str | None = None
+
+
+class Session:
+    """One holder's turn at driving a run: use it as a context manager around the drive."""
+
+    def __init__(
+        self, store: RunStore, lease: Lease, meta: dict[str, Any], past: list[JournalRecord]
+    ):
+        self.store = store
+        self.meta = meta
+        self.past = past
+        self.keeper = LeaseKeeper(store, lease)
+
+    def write(self, entries: list[Entry], status: str | None) -> None:
+        """Append under the lease (fenced: `LeaseLost` if it is no longer ours)."""
+        self.keeper.check()
+        self.store.append_many(self.keeper.lease, entries, status=status)
+
+    def journaled(self, machine: Machine[R], host: ToolHost) -> Machine[R]:
+        return journaled(machine, self.past, self.write, host.registry)
+
+    def __enter__(self) -> Session:
+        self.keeper.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.keeper.stop()
+        self.store.release(self.keeper.lease)
+
+    async def __aenter__(self) -> Session:
+        self.keeper.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await asyncio.to_thread(self.__exit__)
+
+
+def begin(d: Durability, *, kind: str, run_id: str, meta: Mapping[str, Any]) -> Session:
+    """Create the run, holding its lease (`RunExists` when the id is taken)."""
+    full = {"format": FORMAT, **meta}
+    lease = d.store.start(run_id, kind=kind, ttl=d.lease_ttl, holder=d.holder, meta=full)
+    return Session(d.store, lease, full, [])
+
+
+def reopen(
+    d: Durability, *, kind: str, run_id: str, decisions: Mapping[str, bool] | None
+) -> Session:
+    """Take the run's lease, record `decisions` under it, and read the journal.
+
+    Raises:
+        RunNotFound, RunLeased: no such run, or another holder drives it now.
+        CheckpointError: the run is another loop's, or from a newer agentloops.
+        ConfigurationError: decisions that name no waiting call, contradict a recorded
+            one, leave a paused turn's call undecided, or are not booleans.
+    """
+    store = d.store
+    info = store.run_info(run_id)
+    version = info.meta.get("format")
+    if info.kind != kind:
+        raise CheckpointError(f"run {run_id!r} is a {info.kind} run, not {kind}", run_id=run_id)
+    if not isinstance(version, int) or version > FORMAT:
+        raise CheckpointError(
+            f"run {run_id!r} was journaled in format {version!r}; this agentloops reads up "
+            f"to {FORMAT}: upgrade agentloops to resume it",
+            run_id=run_id,
+        )
+    lease = store.acquire(run_id, ttl=d.lease_ttl, holder=d.holder)
+    try:
+        past = store.read(run_id)
+        entries = _decision_records(run_id, past, decisions, lease) if decisions else []
+        if entries:
+            past += store.append_many(lease, entries)
+    except BaseException:
+        store.release(lease)
+        raise
+    return Session(store, lease, dict(info.meta), past)
+
+
+def waiting(past: list[JournalRecord]) -> dict[str, tuple[str, str, ToolCall]]:
+    """The calls a run waits on a person for, by call id: `(why, journal key, call)`, why
+    being "approval" (a paused turn's call with no decision yet) or "doubt" (a call that
+    started and never finished)."""
+    decided = {r.key for r in past if r.kind == "decision"}
+    finished = {r.key for r in past if r.kind == "tool_finished"}
+    found: dict[str, tuple[str, str, ToolCall]] = {}
+    for r in past:
+        if r.kind == "approval_requested":
+            for c in r.data["calls"]:
+                key = f"{r.data['run']}:{c['id']}"
+                if key not in decided:
+                    found[c["id"]] = ("approval", key, ToolCall(c["id"], c["name"], c["args"]))
+        elif r.kind == "tool_started" and r.key is not None and r.key not in finished:
+            call = ToolCall(r.data["id"], r.data["name"], r.data["args"])
+            found[call.id] = ("doubt", r.key, call)
+    return found
+
+
+def _decision_records(
+    run_id: str, past: list[JournalRecord], decisions: Mapping[str, bool], lease: Lease
+) -> list[Entry]:
+    open_calls = waiting(past)
+    recorded = {r.key: r.data for r in past if r.kind == "decision" and r.key}
+    not_bool = sorted(k for k, v in decisions.items() if not isinstance(v, bool))
+    if not_bool:  # a truthy "no" must never approve a call
+        raise ConfigurationError(f"decisions must be True or False; not for {not_bool}")
+    entries: list[Entry] = []
+    for call_id, approved in decisions.items():
+        if call_id not in open_calls:
+            same = [d for k, d in recorded.items() if k.endswith(f":{call_id}")]
+            if same and all(d["approved"] == approved for d in same):
+                continue  # decided so already (a second approver, a retry): nothing to add
+            if same:
+                raise ConfigurationError(f"call {call_id} of run {run_id!r} was already decided")
+            raise ConfigurationError(
+                f"run {run_id!r} has no call {call_id!r} waiting for a decision; "
+                f"waiting: {sorted(open_calls)}"
+            )
+        _, key, call = open_calls[call_id]
+        data = {"approved": approved, "name": call.name, "args": call.args, "by": lease.holder}
+        entries.append(("decision", data, key))
+    undecided = sorted(c for c, (why, _, _) in open_calls.items() if why == "approval")
+    missing = [c for c in undecided if c not in decisions]
+    if missing and len(missing) < len(undecided):
+        raise ConfigurationError(f"no decision for pending calls {missing}")
+    return entries
+
+
+class _Plain(Session):
+    """A run that is not durable: nothing journaled, no lease."""
+
+    def __init__(self) -> None:
+        self.meta = {}
+
+    def journaled(self, machine: Machine[R], host: ToolHost) -> Machine[R]:
+        return machine
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    async def __aenter__(self) -> Session:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        pass
+
+
+def plain() -> Session:
+    """The opener of a run with no store."""
+    return _Plain()
+
+
+# -- drivers over a session -----------------------------------------------------------------
+
+Opener = Callable[[], Session]
+Make = Callable[[dict[str, Any]], Machine[R]]
+
+
+def run(open_: Opener, make: Make[R], host: ToolHost, on_event: EventSink | None) -> R:
+    with open_() as session:
+        return sync.run(session.journaled(make(session.meta), host), host, on_event)
+
+
+async def arun(open_: Opener, make: Make[R], host: ToolHost, on_event: EventSink | None) -> R:
+    session = await asyncio.to_thread(open_)
+    async with session:
+        return await aio.run(session.journaled(make(session.meta), host), host, on_event)
+
+
+def stream(
+    open_: Opener, make: Make[R], host: ToolHost, on_event: EventSink | None
+) -> Iterator[Event | R]:
+    with open_() as session:
+        yield from streams.stream(session.journaled(make(session.meta), host), host, on_event)
+
+
+async def astream(
+    open_: Opener, make: Make[R], host: ToolHost, on_event: EventSink | None
+) -> AsyncIterator[Event | R]:
+    session = await asyncio.to_thread(open_)
+    async with session:
+        items = streams.astream(session.journaled(make(session.meta), host), host, on_event)
+        async with contextlib.aclosing(items):  # type: ignore[type-var]
+            async for item in items:
+                yield item

@@ -1,0 +1,297 @@
+"""Durable runs of the three loops, on every store backend and under both drivers: the
+journal, replay without repeating work, approvals exactly once, leases, calls in doubt,
+and idempotency keys. Fault tests with real processes are in tests/test_durable_faults.py.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from agentloops import (
+    CallInDoubt,
+    CheckpointError,
+    ConfigurationError,
+    ModelError,
+    RunExists,
+    RunLeased,
+    ToolCall,
+    idempotency_key,
+    tool,
+    validate_transcript,
+)
+from agentloops.testing import ScriptedModel, respond, respond_structured, use_tools
+
+LEDGER: list[tuple[str, Any]] = []
+
+
+@pytest.fixture(autouse=True)
+def _fresh() -> None:
+    LEDGER.clear()
+
+
+@tool
+def look(key: str) -> str:
+    """Look a key up."""
+    LEDGER.append(("look", idempotency_key()))
+    return key.upper()
+
+
+@tool(read_only=False, requires_approval=True)
+def send(to: str) -> str:
+    """Send a message."""
+    LEDGER.append(("send", idempotency_key()))
+    return f"sent to {to}"
+
+
+class Crash(BaseException):
+    """Stands for the process dying (not an Exception: nothing records it)."""
+
+
+def test_a_react_run_is_journaled_and_a_finished_run_replays_without_calls(
+    durable_store: Any, ReActLoop: Any
+) -> None:
+    model = ScriptedModel([use_tools(("look", {"key": "a"})), "A."])
+    result = ReActLoop(model, [look], store=durable_store).run("q", run_id="r1")
+    assert (
+        result.answer == "A." and [("look", "r1:" + result.messages[1].tool_calls[0].id)] == LEDGER
+    )
+    kinds = [r.kind for r in durable_store.read("r1")]
+    assert kinds == ["model", "tool_started", "tool_finished", "model", "result"]
+    assert durable_store.run_info("r1").status == "finished"
+    again = ReActLoop(ScriptedModel([]), [look], store=durable_store).resume("r1")
+    assert again.messages == result.messages and again.usage == result.usage
+    assert len(LEDGER) == 1  # nothing ran again
+    assert [r.kind for r in durable_store.read("r1")] == kinds  # and nothing was added
+
+
+def test_a_run_id_is_used_once(durable_store: Any, ReActLoop: Any) -> None:
+    ReActLoop(ScriptedModel(["x"]), [], store=durable_store).run("q", run_id="r1")
+    with pytest.raises(RunExists):
+        ReActLoop(ScriptedModel(["x"]), [], store=durable_store).run("q", run_id="r1")
+
+
+def test_a_failed_run_resumes_from_its_last_recorded_outcome(
+    durable_store: Any, ReActLoop: Any
+) -> None:
+    first = ScriptedModel([use_tools(("look", {"key": "a"})), ModelError("provider down")])
+    with pytest.raises(ModelError) as info:
+        ReActLoop(first, [look], store=durable_store).run("q", run_id="r1")
+    assert info.value.result.tool_calls == 1
+    assert durable_store.run_info("r1").status == "failed"
+    second = ScriptedModel(["A."])
+    result = ReActLoop(second, [look], store=durable_store).resume("r1")
+    assert result.answer == "A." and len(LEDGER) == 1 and second.calls == 1
+    assert result.model_calls == 2  # the first, replayed, and the second, live
+    validate_transcript(result.messages)
+
+
+def test_an_approval_runs_the_call_once_whoever_approves_again(
+    durable_store: Any, ReActLoop: Any
+) -> None:
+    model = ScriptedModel([use_tools(ToolCall("s1", "send", {"to": "ann"})), "Sent."])
+    paused = ReActLoop(model, [send], store=durable_store).run("q", run_id="r1")
+    assert paused.stop_reason == "approval_required" and LEDGER == []
+    assert durable_store.run_info("r1").status == "paused"
+    done = ReActLoop(model, [send], store=durable_store).resume("r1", {"s1": True})
+    assert done.answer == "Sent." and LEDGER == [("send", "r1:s1")]
+    again = ReActLoop(ScriptedModel([]), [send], store=durable_store).resume("r1", {"s1": True})
+    assert again.answer == "Sent." and LEDGER == [("send", "r1:s1")]
+    with pytest.raises(ConfigurationError, match="already decided"):
+        ReActLoop(ScriptedModel([]), [send], store=durable_store).resume("r1", {"s1": False})
+
+
+def test_decisions_must_name_waiting_calls_and_be_booleans(durable_store: Any) -> None:
+    from agentloops import ReActLoop
+
+    model = ScriptedModel(
+        [use_tools(ToolCall("s1", "send", {"to": "a"}), ToolCall("s2", "send", {"to": "b"}))]
+    )
+    ReActLoop(model, [send], store=durable_store).run("q", run_id="r1")
+    loop = ReActLoop(ScriptedModel([]), [send], store=durable_store)
+    with pytest.raises(ConfigurationError, match="no call 'zz' waiting"):
+        loop.resume("r1", {"zz": True})
+    with pytest.raises(ConfigurationError, match="True or False"):
+        loop.resume("r1", {"s1": "yes"})  # type: ignore[dict-item]
+    with pytest.raises(ConfigurationError, match=r"no decision for pending calls \['s2'\]"):
+        loop.resume("r1", {"s1": True})
+    assert not [r for r in durable_store.read("r1") if r.kind == "decision"]
+
+
+def test_a_denied_call_never_runs(durable_store: Any, ReActLoop: Any) -> None:
+    model = ScriptedModel([use_tools(ToolCall("s1", "send", {"to": "ann"})), "Not sent."])
+    ReActLoop(model, [send], store=durable_store).run("q", run_id="r1")
+    result = ReActLoop(model, [send], store=durable_store).resume("r1", {"s1": False})
+    assert LEDGER == [] and result.messages[2].tool_results[0].is_error
+
+
+def test_a_run_held_by_another_driver_is_refused_with_who_and_until(durable_store: Any) -> None:
+    from agentloops import ReActLoop
+
+    inside, release = threading.Event(), threading.Event()
+
+    @tool
+    def wait() -> str:
+        """Waits."""
+        inside.set()
+        assert release.wait(10)
+        return "ok"
+
+    loop = ReActLoop(ScriptedModel([use_tools(("wait", {})), "done"]), [wait], store=durable_store)
+    worker = threading.Thread(target=loop.run, args=("q",), kwargs={"run_id": "r1"})
+    worker.start()
+    try:
+        assert inside.wait(10)
+        with pytest.raises(RunLeased) as info:
+            ReActLoop(ScriptedModel([]), [wait], store=durable_store).resume("r1")
+        assert info.value.holder and info.value.until
+    finally:
+        release.set()
+        worker.join(10)
+    assert durable_store.run_info("r1").status == "finished"
+
+
+def crashing_run(durable_store: Any, tools: list[Any], crash_on: str) -> None:
+    """A run whose tool `crash_on` is interrupted mid-call: its start is journaled, its
+    outcome never is."""
+    from agentloops import ReActLoop
+
+    @tool(name=crash_on, read_only=crash_on == "look")
+    def dies(key: str) -> str:
+        """Dies."""
+        LEDGER.append(("died", idempotency_key()))
+        raise Crash
+
+    model = ScriptedModel([use_tools(ToolCall("c1", crash_on, {"key": "k"}))])
+    with pytest.raises(Crash):
+        ReActLoop(model, [dies], store=durable_store).run("q", run_id="r1")
+
+
+def test_a_read_only_call_in_doubt_runs_again_with_the_same_key(
+    durable_store: Any, ReActLoop: Any
+) -> None:
+    crashing_run(durable_store, [look], "look")
+    result = ReActLoop(ScriptedModel(["K."]), [look], store=durable_store).resume("r1")
+    assert result.answer == "K."
+    assert LEDGER == [("died", "r1:c1"), ("look", "r1:c1")]  # the same key both times
+
+
+@tool(read_only=False)
+def charge(key: str) -> str:
+    """Charges a card."""
+    LEDGER.append(("charge", idempotency_key()))
+    return "charged"
+
+
+def test_a_side_effecting_call_in_doubt_waits_for_a_person(
+    durable_store: Any, ReActLoop: Any
+) -> None:
+    crashing_run(durable_store, [charge], "charge")
+    loop = ReActLoop(ScriptedModel(["Charged."]), [charge], store=durable_store)
+    with pytest.raises(CallInDoubt, match="resume with") as info:
+        loop.resume("r1")
+    assert [c.id for c in info.value.calls] == ["c1"]
+    assert durable_store.run_info("r1").status == "in_doubt"
+    result = loop.resume("r1", {"c1": True})  # run it again, with the same key
+    assert result.answer == "Charged." and LEDGER[-1] == ("charge", "r1:c1")
+
+
+def test_a_call_in_doubt_can_be_recorded_as_not_run(durable_store: Any, ReActLoop: Any) -> None:
+    crashing_run(durable_store, [charge], "charge")
+    result = ReActLoop(ScriptedModel(["Skipped."]), [charge], store=durable_store).resume(
+        "r1", {"c1": False}
+    )
+    assert [x for x, _ in LEDGER] == ["died"]
+    assert "a person chose not to run it again" in result.messages[2].tool_results[0].content
+
+
+def test_a_journal_from_a_newer_agentloops_is_refused_by_version(durable_store: Any) -> None:
+    from agentloops import ReActLoop
+
+    durable_store.start("r1", kind="react", ttl=30, meta={"format": 99, "task": "q"})
+    with pytest.raises(CheckpointError, match="format 99"):
+        ReActLoop(ScriptedModel([]), [], store=durable_store).resume("r1")
+
+
+def test_another_loops_run_is_refused(durable_store: Any) -> None:
+    from agentloops import ReActLoop, ReWOOPipeline
+
+    ReActLoop(ScriptedModel(["x"]), [], store=durable_store).run("q", run_id="r1")
+    with pytest.raises(CheckpointError, match="is a react run, not rewoo"):
+        ReWOOPipeline(ScriptedModel([]), [], store=durable_store).resume("r1")
+
+
+PLAN = {
+    "steps": [
+        {"step_id": "#E1", "description": "a", "tool_name": "look", "tool_args": {"key": "a"}},
+        {"step_id": "#E2", "description": "b", "tool_name": "look", "tool_args": {"key": "#E1"}},
+    ]
+}
+
+
+def test_a_rewoo_run_resumes_after_a_failed_solver_without_running_steps_again(
+    durable_store: Any, ReWOOPipeline: Any
+) -> None:
+    first = ScriptedModel([respond_structured(PLAN), ModelError("solver down")])
+    with pytest.raises(ModelError):
+        ReWOOPipeline(first, [look], store=durable_store).run("q", run_id="w1")
+    assert [key for _, key in LEDGER] == ["w1:plan0:#E1", "w1:plan0:#E2"]
+    result = ReWOOPipeline(ScriptedModel(["AA"]), [look], store=durable_store).resume("w1")
+    assert result.answer == "AA" and len(LEDGER) == 2
+    assert result.evidence["#E2"].content == "A"
+
+
+def test_a_plan_and_execute_run_pauses_and_resumes_through_the_store(
+    durable_store: Any, PlanAndExecute: Any
+) -> None:
+    plan = {
+        "steps": [
+            {"step_number": 1, "description": "look"},
+            {"step_number": 2, "description": "send"},
+        ]
+    }
+    first = ScriptedModel(
+        [
+            respond_structured(plan),
+            use_tools(("look", {"key": "a"})),
+            "found A",
+            use_tools(ToolCall("s1", "send", {"to": "ann"})),
+        ]
+    )
+    paused = PlanAndExecute(first, [look, send], store=durable_store).run("t", run_id="p1")
+    assert paused.stop_reason == "approval_required"
+    assert [c.id for c in paused.pending_approvals] == ["s1"]
+    second = ScriptedModel(["sent", "report"])
+    done = PlanAndExecute(second, [look, send], store=durable_store).resume("p1", {"s1": True})
+    assert done.answer == "report" and done.step_status == ["done", "done"]
+    assert [("look", "p1.1:" + _first_call(durable_store, "p1")), ("send", "p1.2:s1")] == LEDGER
+    assert second.calls == 2  # nothing before the pause was asked again
+
+
+def _first_call(store: Any, run_id: str) -> str:
+    return next(r.data["id"] for r in store.read(run_id) if r.kind == "tool_started")
+
+
+def test_a_store_and_a_checkpointer_are_not_given_together(durable_store: Any) -> None:
+    from agentloops import MemoryCheckpointer, PlanAndExecute
+
+    with pytest.raises(ConfigurationError, match="not both"):
+        PlanAndExecute(
+            ScriptedModel([]), [], store=durable_store, checkpointer=MemoryCheckpointer()
+        )
+
+
+def test_resuming_by_run_id_needs_a_store() -> None:
+    from agentloops import ReActLoop, ReWOOPipeline
+
+    with pytest.raises(ConfigurationError, match="needs a store"):
+        ReActLoop(ScriptedModel([]), []).resume("r1")
+    with pytest.raises(ConfigurationError, match="needs a store"):
+        ReWOOPipeline(ScriptedModel([]), []).resume("r1")
+
+
+def test_idempotency_key_is_none_outside_a_loops_call() -> None:
+    assert idempotency_key() is None
+    assert respond("x").message.text == "x"

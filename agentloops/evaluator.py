@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import pydantic
 
-from agentloops.engine import aio, sync
+from agentloops.engine import sync
 from agentloops.engine.effects import Machine
 from agentloops.engine.host import NO_TOOLS as _NO_TOOLS
 from agentloops.errors import check_limits
@@ -122,6 +122,8 @@ class Evaluator:
 
     async def aevaluate(self, task: str, draft: str, evidence: Evidence = None) -> Verdict:
         """`evaluate` on the event loop."""
+        from agentloops.engine import aio  # asyncio loads with the first async run
+
         return await aio.run(self.machine(task, draft, evidence), _NO_TOOLS, self.on_event)
 
     def machine(self, task: str, draft: str, evidence: Evidence = None) -> Machine[Verdict]:

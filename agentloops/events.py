@@ -12,15 +12,15 @@ import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentloops._jsonl import JSONLFile
 from agentloops.messages import Block, ToolCall, block_to_dict
 from agentloops.model import Usage
 from agentloops.tools import ToolOutcome
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from agentloops._plan_schema import Plan
     from agentloops._rewoo_plan import ReWOOPlan
 
@@ -182,6 +182,10 @@ class JSONLSink:
     """
 
     def __init__(self, path: str | Path):
+        from pathlib import Path  # here, with the first sink: a cheaper `import agentloops`
+
+        from agentloops._jsonl import JSONLFile
+
         self.path = Path(path)
         self._file = JSONLFile(self.path)
 

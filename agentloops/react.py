@@ -360,7 +360,7 @@ class ReActLoop:
             self.system, run.messages, tools=self.tools.specs(), max_tokens=self.max_tokens
         )
         totals, messages, run_id, model = run.totals, run.messages, run.run_id, self.model
-        budget, per_turn = self.max_total_tokens, self.max_calls_per_turn
+        budget, per_turn, tools = self.max_total_tokens, self.max_calls_per_turn, self.tools
         while True:
             if run.steps >= self.max_steps:
                 return (yield from self._at_limit(run, request))
@@ -397,7 +397,7 @@ class ReActLoop:
                 why = f"max_tool_calls={limit} reached after {totals.tool_calls} tool calls"
                 messages.append(_unanswered(asked, f"not run: {why}"))
                 return self._result(run, "max_tool_calls", why)
-            if len(calls) == 1 and not self._needs_policy(calls):
+            if len(calls) == 1 and self.approval is None and calls[0].name not in tools.asking:
                 # The common case, spelled out: one call, no policy, no nesting.
                 yield StartTool(calls[0], _LOOP, run_id)
                 _, outcome = yield NextTool(_LOOP, run_id)
@@ -505,16 +505,19 @@ class ReActLoop:
         n = self.max_repeats
         if n is None:
             return False
+        if len(calls) == 1:  # the common case, without building a list
+            c, r = calls[0], results[0]
+            turn: Any = (c.name, c.args, r.content, r.is_error)
+        else:
+            pairs = zip(calls, results, strict=True)
+            turn = [(c.name, c.args, r.content, r.is_error) for c, r in pairs]
         turns = run.turns
-        turns.append(
-            [(c.name, c.args, r.content, r.is_error) for c, r in zip(calls, results, strict=True)]
-        )
+        turns.append(turn)
         if len(turns) > n * _PERIODS[-1]:
             turns.popleft()
-        last = turns[-1]
         for p in _PERIODS:
             span = p * n
-            if len(turns) < span or turns[-1 - p] != last:  # the quick, usual way out
+            if len(turns) < span or turns[-1 - p] != turn:  # the quick, usual way out
                 continue
             if all(turns[-i] == turns[-i - p] for i in range(2, span - p + 1)):
                 return True

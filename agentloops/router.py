@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import pydantic
 
-from agentloops.engine import aio, sync
+from agentloops.engine import sync
 from agentloops.engine.effects import Machine
 from agentloops.engine.host import NO_TOOLS as _NO_TOOLS
 from agentloops.errors import ConfigurationError, ModelOutputError, check_limits
@@ -99,6 +99,8 @@ class Router:
 
     async def aroute(self, task: str) -> RouteDecision:
         """`route` on the event loop."""
+        from agentloops.engine import aio  # asyncio loads with the first async run
+
         return await aio.run(self.machine(task), _NO_TOOLS, self.on_event)
 
     def machine(self, task: str) -> Machine[RouteDecision]:

@@ -15,7 +15,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 import pydantic
 
-from agentloops.engine import aio, sync
+from agentloops.engine import sync
 from agentloops.engine.effects import CallModel, Machine
 from agentloops.engine.host import NO_TOOLS as _NO_TOOLS
 from agentloops.errors import ConfigurationError, ModelOutputError
@@ -114,6 +114,8 @@ async def aask_structured(
         loop=loop,
         run_id=run_id,
     )
+    from agentloops.engine import aio  # asyncio loads with the first async run
+
     return await aio.run(machine, _NO_TOOLS, on_event)
 
 

@@ -408,6 +408,7 @@ class ToolRegistry:
         self.max_abandoned_threads = max_abandoned_threads
         self._tools: dict[str, Tool] = {}
         self._specs: list[ToolSpec] | None = None
+        self._asking: frozenset[str] | None = None
         for t in tools:
             self.register(t)
 
@@ -421,7 +422,17 @@ class ToolRegistry:
             raise ConfigurationError(f"duplicate tool name {t.name!r}")
         self._tools[t.name] = t
         self._specs = None
+        self._asking = None
         return t
+
+    @property
+    def asking(self) -> frozenset[str]:
+        """The names of the tools whose `requires_approval` is not plain False."""
+        if self._asking is None:
+            self._asking = frozenset(
+                t.name for t in self._tools.values() if t.requires_approval is not False
+            )
+        return self._asking
 
     def specs(self) -> list[ToolSpec]:
         """What the model is told about every tool, in registration order."""
@@ -460,6 +471,8 @@ class ToolRegistry:
         try:
             if t.is_async:
                 value = t._runtime.run_coroutine(t.fn, kwargs, t.timeout)
+            elif t.timeout is None and t.concurrent:  # the common case: a plain call, here
+                value = t.fn(**kwargs)
             else:
                 value = t._runtime.run(t.fn, kwargs, t.timeout)
         except Exception as exc:

@@ -10,20 +10,18 @@ stalled past the expiry and the run was taken over) writes nothing and stops.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agentloops.engine import aio, streams, sync
+from agentloops.engine import streams, sync
 from agentloops.engine.durable import FORMAT, journaled
 from agentloops.engine.effects import Machine, R
 from agentloops.engine.host import ToolHost
 from agentloops.errors import CheckpointError, ConfigurationError
 from agentloops.events import Event, EventSink
 from agentloops.journal import Entry, JournalRecord, Lease, RunStore
-from agentloops.journal.keeper import LeaseKeeper
 from agentloops.messages import ToolCall
 
 
@@ -45,6 +43,8 @@ class Session:
         self.store = store
         self.meta = meta
         self.past = past
+        from agentloops.journal.keeper import LeaseKeeper  # with the first durable run
+
         self.keeper = LeaseKeeper(store, lease)
 
     def write(self, entries: list[Entry], status: str | None) -> None:
@@ -68,6 +68,8 @@ class Session:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        import asyncio
+
         await asyncio.to_thread(self.__exit__)
 
 
@@ -200,6 +202,10 @@ def run(open_: Opener, make: Make[R], host: ToolHost, on_event: EventSink | None
 
 
 async def arun(open_: Opener, make: Make[R], host: ToolHost, on_event: EventSink | None) -> R:
+    import asyncio
+
+    from agentloops.engine import aio
+
     session = await asyncio.to_thread(open_)
     async with session:
         return await aio.run(session.journaled(make(session.meta), host), host, on_event)
@@ -215,6 +221,8 @@ def stream(
 async def astream(
     open_: Opener, make: Make[R], host: ToolHost, on_event: EventSink | None
 ) -> AsyncIterator[Event | R]:
+    import asyncio
+
     session = await asyncio.to_thread(open_)
     async with session:
         items = streams.astream(session.journaled(make(session.meta), host), host, on_event)

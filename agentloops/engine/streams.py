@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Iterator
 
-from agentloops.engine import aio, sync
+from agentloops.engine import sync
 from agentloops.engine.effects import Machine, R
 from agentloops.engine.host import ToolHost
 from agentloops.events import Event, EventSink
@@ -40,6 +40,8 @@ async def astream(
     machine: Machine[R], host: ToolHost, on_event: EventSink | None = None
 ) -> AsyncIterator[Event | R]:
     """`stream` on the event loop."""
+    from agentloops.engine import aio
+
     items = aio.drive(machine, host, observed=True, streaming=True)
     async with contextlib.aclosing(items):
         async for item in items:

@@ -33,7 +33,7 @@ from agentloops.engine.effects import (
 from agentloops.engine.host import ToolHost
 from agentloops.events import Event, EventSink
 from agentloops.model import ModelResponse
-from agentloops.tools import ToolOutcome, with_call_key
+from agentloops.tools import _CALL_KEY, ToolOutcome, with_call_key
 
 Events = Generator[Event, None, R]
 
@@ -71,6 +71,7 @@ def drive(
     """
     tools = _Tools(host, observed)
     queued = tools.queued
+    registry, call_key = host.registry, _CALL_KEY
     quiet = not observed and not streaming
     inline = host.executor is None
     try:
@@ -89,7 +90,12 @@ def drive(
                 elif kind is NextTool:
                     if not observed and inline and len(queued) == 1 and not tools.running:
                         lone = queued.pop()  # a lone call runs inline, on this thread
-                        outcome = lone.call.id, host.call(lone)
+                        call = lone.call
+                        token = call_key.set(lone.key or f"{lone.run_id}:{call.id}")
+                        try:
+                            outcome = call.id, registry.call(call.name, call.args)
+                        finally:
+                            call_key.reset(token)
                     else:
                         outcome = yield from tools.next()
                 elif kind is Emit:

@@ -113,14 +113,14 @@ def test_system_exit_from_a_tool_ends_a_rewoo_run_too(ReWOOPipeline: Any) -> Non
 
 CHILD = textwrap.dedent(
     """
-    import sys, time
+    import os, sys, time
     from agentloops import ReActLoop, ReWOOPipeline, tool
     from agentloops.testing import ScriptedModel, respond_structured, use_tools
 
     @tool
     def slow(n: int) -> str:
         '''Sleeps a minute.'''
-        print("started", flush=True)
+        os.write(1, b"started\n")  # one write: two threads never interleave
         time.sleep(60)
         return "late"
 

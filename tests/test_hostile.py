@@ -120,7 +120,7 @@ CHILD = textwrap.dedent(
     @tool
     def slow(n: int) -> str:
         '''Sleeps a minute.'''
-        os.write(1, b"started\n")  # one write: two threads never interleave
+        os.write(1, b"started\\n")  # one write: two threads never interleave
         time.sleep(60)
         return "late"
 

@@ -1,4 +1,4 @@
-"""The ReWOO plan schema the planner fills, and the checks a plan passes before it runs.
+"""The checks a ReWOO plan passes before it runs (the schema is in `_rewoo_schema`).
 
 Validation reports every problem at once (up to a bound), so one re-plan can fix them
 all, and takes time linear in the plan's size.
@@ -13,54 +13,10 @@ import pydantic
 
 from agentloops._placeholders import STEP_ID, masked_errors, references
 from agentloops._problems import Problems, listed
+from agentloops._rewoo_schema import ReWOOPlan, ReWOOPlanStep
 from agentloops._scheduler import cycles
 from agentloops.errors import PlanValidationError
 from agentloops.tools import Tool, ToolRegistry, field_errors
-
-
-class ReWOOPlanStep(pydantic.BaseModel):
-    """One tool call of a ReWOO plan."""
-
-    model_config = pydantic.ConfigDict(defer_build=True)  # built on first use: fast import
-
-    step_id: str = pydantic.Field(description='"#E1", "#E2", ... in plan order')
-    description: str = pydantic.Field(description="what this step finds out, and why")
-    tool_name: str = pydantic.Field(description="one of the listed tools")
-    tool_args: dict[str, Any] = pydantic.Field(
-        description="arguments matching the tool's schema; \"#E<n>\" stands for step n's output"
-    )
-    depends_on: list[str] = pydantic.Field(
-        default_factory=list,
-        description=(
-            "optional; leave it out and the step waits for exactly the steps whose #E "
-            "placeholders its tool_args use. Give it only to also wait for a step whose "
-            "output it does not use; it must then list every step it uses too"
-        ),
-    )
-
-    @pydantic.model_validator(mode="before")
-    @classmethod
-    def _null_is_omitted(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "depends_on" in data and data["depends_on"] is None:
-            return {k: v for k, v in data.items() if k != "depends_on"}
-        return data
-
-    @pydantic.model_validator(mode="after")
-    def _derive_depends_on(self) -> ReWOOPlanStep:
-        # Omitted: the placeholders say it all. Set through __dict__ so `model_fields_set`
-        # still tells a derived list (nothing to check) from one the planner wrote.
-        if "depends_on" not in self.model_fields_set:
-            derived = [r for r in references(self.tool_args) if r != self.step_id]
-            self.__dict__["depends_on"] = derived
-        return self
-
-
-class ReWOOPlan(pydantic.BaseModel):
-    """Every tool call needed for the task, written before any of them runs."""
-
-    model_config = pydantic.ConfigDict(defer_build=True)
-
-    steps: list[ReWOOPlanStep]
 
 
 def validate_plan(
@@ -85,12 +41,12 @@ def validate_plan(
             raise PlanValidationError(field_errors(exc, root="plan", width=None)) from exc
     if not isinstance(registry, ToolRegistry):
         registry = ToolRegistry(registry)
-    problems = plan_problems(plan, registry, max_steps)
+    problems = rewoo_problems(plan, registry, max_steps)
     if problems:
         raise PlanValidationError(problems, plan=plan)
 
 
-def plan_problems(plan: ReWOOPlan, registry: ToolRegistry, max_steps: int) -> list[str]:
+def rewoo_problems(plan: ReWOOPlan, registry: ToolRegistry, max_steps: int) -> list[str]:
     """Every reason `plan` must not run (the first `MAX_PROBLEMS`, then a count)."""
     steps = plan.steps
     if not steps:
@@ -166,3 +122,6 @@ def _step_problems(
         elif ref not in depends_on:
             problems.append(f"{label}: tool_args use {ref}, but depends_on does not list it")
     return problems
+
+
+validate_plan.__module__ = "agentloops.rewoo"  # where users import it from

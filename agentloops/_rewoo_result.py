@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from agentloops._rewoo_plan import ReWOOPlan
+from agentloops._rewoo_schema import ReWOOPlan
 from agentloops.errors import raise_for_stop
 from agentloops.model import Usage
 from agentloops.tools import ToolOutcome

@@ -14,7 +14,7 @@ from typing import Any
 import pydantic
 
 from agentloops._placeholders import looks_like_json, substitute
-from agentloops._rewoo_plan import ReWOOPlan, ReWOOPlanStep
+from agentloops._rewoo_schema import ReWOOPlan, ReWOOPlanStep
 from agentloops._scheduler import GraphRun, run_graph
 from agentloops.engine.effects import Emit, Machine, StartTool
 from agentloops.events import StepFinished, StepStarted

@@ -91,7 +91,7 @@ class Evaluator:
         model: any `ModelClient`; ideally not the one that wrote the draft.
         criteria: what pass, fail and needs_human mean. The default fails any claim the
             evidence does not support.
-        system: the system prompt.
+        system: the system prompt (`None`: `EVALUATOR_SYSTEM`).
         max_retries: re-asks when the output does not validate.
         on_event: receives the model call events (`loop="evaluator"`).
 
@@ -104,15 +104,15 @@ class Evaluator:
         self,
         model: ModelClient,
         *,
-        criteria: str = DEFAULT_CRITERIA,
-        system: str = EVALUATOR_SYSTEM,
+        criteria: str | None = None,
+        system: str | None = None,
         max_retries: int = 2,
         on_event: EventSink | None = None,
     ):
         check_limits(max_retries=(max_retries, 0))
         self.model = model
-        self.criteria = criteria
-        self.system = system
+        self.criteria = DEFAULT_CRITERIA if criteria is None else criteria
+        self.system = EVALUATOR_SYSTEM if system is None else system
         self.max_retries = max_retries
         self.on_event = on_event
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from agentloops._plan_schema import Plan
-    from agentloops._rewoo_plan import ReWOOPlan
+    from agentloops._rewoo_schema import ReWOOPlan
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

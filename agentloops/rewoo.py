@@ -14,7 +14,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agentloops._rewoo_plan import ReWOOPlan, ReWOOPlanStep, plan_problems, validate_plan
+from agentloops._rewoo_plan import rewoo_problems, validate_plan
 from agentloops._rewoo_prompts import (
     PLANNER_SYSTEM,
     SOLVER_SYSTEM,
@@ -23,6 +23,7 @@ from agentloops._rewoo_prompts import (
     solver_prompt,
 )
 from agentloops._rewoo_result import ReWOOResult, ReWOOStopReason
+from agentloops._rewoo_schema import ReWOOPlan, ReWOOPlanStep
 from agentloops._rewoo_worker import NOT_RUN, Work, work_machine
 from agentloops.engine import session, sync
 from agentloops.engine.effects import Emit, Machine
@@ -84,8 +85,9 @@ class ReWOOPipeline:
         replan_on_failure: also re-plan when steps failed (not only for invalid plans).
         max_evidence_chars: longer evidence is cut (head and tail, with a marker) in the
             solver prompt.
-        planner_system: the planner's system prompt; the tool list is appended to it.
-        solver_system: the solver's system prompt.
+        planner_system: the planner's system prompt (`None`: `PLANNER_SYSTEM`); the tool
+            list is appended to it.
+        solver_system: the solver's system prompt (`None`: `SOLVER_SYSTEM`).
         max_retries: structured-output retries for one plan.
         max_tokens: output limit per model call (`None`: the client's default).
         on_event: receives every `Event`.
@@ -122,8 +124,8 @@ class ReWOOPipeline:
         max_replans: int = 0,
         replan_on_failure: bool = False,
         max_evidence_chars: int = 8000,
-        planner_system: str = PLANNER_SYSTEM,
-        solver_system: str = SOLVER_SYSTEM,
+        planner_system: str | None = None,
+        solver_system: str | None = None,
         max_retries: int = 2,
         max_tokens: int | None = None,
         on_event: EventSink | None = None,
@@ -155,8 +157,8 @@ class ReWOOPipeline:
         self.max_replans = max_replans
         self.replan_on_failure = replan_on_failure
         self.max_evidence_chars = max_evidence_chars
-        self.planner_system = planner_system
-        self.solver_system = solver_system
+        self.planner_system = PLANNER_SYSTEM if planner_system is None else planner_system
+        self.solver_system = SOLVER_SYSTEM if solver_system is None else solver_system
         self.max_retries = max_retries
         self.max_tokens = max_tokens
         self.on_event = on_event
@@ -380,7 +382,7 @@ class ReWOOPipeline:
                 raise
             run.totals.spend(reply.usage, reply.model_calls)
             run.plan = plan = reply.value
-            problems = plan_problems(plan, self.tools, self.max_plan_steps)
+            problems = rewoo_problems(plan, self.tools, self.max_plan_steps)
             if not problems:
                 if observed:
                     yield Emit(PlanMade(loop=_LOOP, run_id=run.run_id, plan=plan))

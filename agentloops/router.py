@@ -53,7 +53,7 @@ class Router:
         model: any `ModelClient`; a small, fast one is usually enough.
         routes: route name to a description the model reads to choose.
         default: the route taken when the model's answer is unusable.
-        system: the system prompt.
+        system: the system prompt (`None`: `ROUTER_SYSTEM`).
         max_retries: re-asks when the output does not validate, before falling back.
         on_event: receives the model call events (`loop="router"`).
 
@@ -71,7 +71,7 @@ class Router:
         routes: dict[str, str],
         *,
         default: str,
-        system: str = ROUTER_SYSTEM,
+        system: str | None = None,
         max_retries: int = 1,
         on_event: EventSink | None = None,
     ):
@@ -83,7 +83,7 @@ class Router:
         self.model = model
         self.routes = dict(routes)
         self.default = default
-        self.system = system
+        self.system = ROUTER_SYSTEM if system is None else system
         self.max_retries = max_retries
         self.on_event = on_event
         # Lenient lookup: "Billing " still means "billing"; exact names win.

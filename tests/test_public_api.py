@@ -113,3 +113,34 @@ def test_compare_is_the_function_whatever_was_imported_first(first: str):
         "print(compare is agentloops.compare is module.compare, callable(agentloops.compare))"
     )
     assert _fresh(code) == "True True"
+
+
+def test_every_public_name_reports_a_public_module() -> None:
+    """Pickled or stored records must never name a private module (renaming it would break
+    them), so each public class and function says where users import it from."""
+    import pickle
+
+    private = {
+        name: obj.__module__
+        for name in agentloops.__all__
+        if (obj := getattr(agentloops, name)) is not None
+        and isinstance(getattr(obj, "__module__", None), str)
+        and any(part.startswith("_") for part in obj.__module__.split("."))
+    }
+    assert private == {}
+    records = [agentloops.ReActResult, agentloops.ReWOOPlan, agentloops.PlanExecuteResult]
+    assert [pickle.loads(pickle.dumps(r)) for r in records] == records
+
+
+def test_help_shows_no_prompt_in_a_signature() -> None:
+    """Default prompts are `None` in the signatures; the text lives in module constants."""
+    import inspect
+
+    for cls in (
+        agentloops.PlanAndExecute,
+        agentloops.ReWOOPipeline,
+        agentloops.Router,
+        agentloops.Evaluator,
+    ):
+        signature = str(inspect.signature(cls))
+        assert "You are" not in signature and len(signature) < 1200, cls.__name__

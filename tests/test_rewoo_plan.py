@@ -190,3 +190,11 @@ def test_plan_and_execute_plan_problems_are_bounded_too():
         "step number 0 is used 2 times",
     ]
     assert problems[-1] == "... and 14951 more problems not listed; fix these first"
+
+
+def test_a_replan_prompt_quotes_a_huge_rejected_plan_cut() -> None:
+    from agentloops._rewoo_prompts import MAX_PREVIOUS_PLAN, planner_prompt
+
+    prompt = planner_prompt("task", "x" * 200_000, ["a problem"])
+    assert len(prompt) < MAX_PREVIOUS_PLAN + 500
+    assert "characters of the plan cut" in prompt and "- a problem" in prompt

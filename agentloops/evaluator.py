@@ -52,7 +52,7 @@ class Verdict(pydantic.BaseModel):
     model_calls: int = pydantic.Field(default=0, exclude=True, repr=False)
 
     def __init__(self, verdict: Any = None, reasons: Any = None, /, **data: Any):
-        # Also positional, as the contract writes it: Verdict("pass", ["..."]).
+        # Also positional: Verdict("pass", ["..."]), as the class docstring writes it.
         if verdict is not None:
             data["verdict"] = verdict
         if reasons is not None:

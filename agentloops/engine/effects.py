@@ -1,9 +1,11 @@
 """The effects a loop's step machine asks for, and the outcome each one expects back.
 
 A step machine is a generator: it yields an effect, a driver performs it and sends the
-outcome back (or throws the exception it raised). The machine never does I/O, reads a
-clock or draws a random number; run ids and clocks come in as inputs. Given the same
-outcomes it makes the same decisions, so a run can be replayed from a journal of them.
+outcome back (or throws the exception it raised). The machine never does I/O or draws a
+random number, and no decision reads a clock: run ids and the clock that times a run come
+in as inputs (the events it emits are stamped when made, so a replay's `at` differ).
+Given the same outcomes it makes the same decisions, so a run can be replayed from a
+journal of them.
 
 | effect      | the driver                                        | outcome sent back            |
 |-------------|---------------------------------------------------|------------------------------|

@@ -17,6 +17,7 @@ from agentloops import (
     ModelError,
     OpenAICompatModel,
 )
+from agentloops.providers import _openai_http as http
 
 # -- retries ---------------------------------------------------------------------------
 
@@ -89,3 +90,36 @@ def test_retry_after_dates_garbage_and_huge_values(server, model, sleeps, header
         assert 0.375 <= sleeps[0] <= 0.5  # unusable header: plain backoff
     else:
         assert sleeps == [wait]
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 504, 520, 522, 529, 599, 408, 409, 429])
+def test_every_5xx_and_408_409_429_is_retried(server, model, sleeps, status):
+    server.side_effect = [httpx.Response(status, json={"error": "busy"}), ok(completion("ok"))]
+    assert model.complete(ask()).message.text == "ok"
+    assert server.call_count == 2 and len(sleeps) == 1
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 413, 422])
+def test_other_4xx_are_not_retried(server, model, sleeps, status):
+    server.side_effect = [httpx.Response(status, json={"error": "no"})]
+    with pytest.raises(ModelError, match=f"HTTP {status}"):
+        model.complete(ask())
+    assert server.call_count == 1 and sleeps == []
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "refused"),
+    [
+        (500, "Input should be 'text' or 'json_object' (response_format.type)", "response_format"),
+        (400, "json_schema is not supported by this backend", "response_format"),
+        (422, '{"detail": "RESPONSE_FORMAT: unknown"}', "response_format"),
+        (400, "Use 'max_completion_tokens' instead.", "max_tokens"),
+        (500, "Use 'max_completion_tokens' instead.", None),  # a 5xx is not about max_tokens
+        (429, "response_format", None),  # a rate limit names no refused parameter
+        (401, "response_format", None),
+        (503, "overloaded", None),
+        (200, "response_format", None),
+    ],
+)
+def test_refusals_are_read_from_the_body(status, body, refused):
+    assert http.refusal(status, body) == refused

@@ -75,6 +75,7 @@ from agentloops.tools import ApprovalPolicy, Decision, Tool, ToolOutcome, ToolRe
 
 if _typing.TYPE_CHECKING:  # pragma: no cover
     from agentloops.batch import BatchItem, run_many
+    from agentloops.cassettes import Cassette, CassetteMismatch, CassetteRecorder
     from agentloops.checkpoint import Checkpointer, MemoryCheckpointer, SQLiteCheckpointer
     from agentloops.evaluator import Evaluator, Verdict
     from agentloops.plan_execute import Plan, PlanAndExecute, PlanExecuteResult, PlanStep
@@ -90,6 +91,9 @@ _LAZY = {
     "AnthropicModel": "agentloops.providers.anthropic",
     "OpenAICompatModel": "agentloops.providers.openai_compat",
     "BatchItem": "agentloops.batch",
+    "Cassette": "agentloops.cassettes",
+    "CassetteMismatch": "agentloops.cassettes",
+    "CassetteRecorder": "agentloops.cassettes",
     "run_many": "agentloops.batch",
     "Checkpointer": "agentloops.checkpoint",
     "MemoryCheckpointer": "agentloops.checkpoint",
@@ -132,6 +136,9 @@ __all__ = [
     "BatchItem",
     "Block",
     "BudgetExceeded",
+    "Cassette",
+    "CassetteMismatch",
+    "CassetteRecorder",
     "CheckpointError",
     "Checkpointer",
     "Comparison",

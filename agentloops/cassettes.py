@@ -23,12 +23,21 @@ import dataclasses
 import difflib
 import json
 import threading
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
+
+from agentloops._cassette_transports import (
+    _AsyncRecording,
+    _AsyncReplay,
+    _Recording,
+    _Replay,
+    forward,
+)
 
 __all__ = ["Cassette", "CassetteMismatch", "CassetteRecorder", "Exchange"]
 
@@ -154,24 +163,6 @@ class Cassette:
         )
 
 
-class _Replay(httpx.BaseTransport):
-    def __init__(self, cassette: Cassette):
-        self.cassette = cassette
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        request.read()
-        return self.cassette.answer(request)
-
-
-class _AsyncReplay(httpx.AsyncBaseTransport):
-    def __init__(self, cassette: Cassette):
-        self.cassette = cassette
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        await request.aread()
-        return self.cassette.answer(request)
-
-
 class CassetteRecorder:
     """Records every exchange that goes through its transports, to `save()` as a cassette.
 
@@ -210,6 +201,23 @@ class CassetteRecorder:
     def async_transport(self) -> httpx.AsyncBaseTransport:
         return _AsyncRecording(self, self._async_inner or httpx.AsyncHTTPTransport())
 
+    def forward(self, target: str, *, timeout: float = 600.0) -> AbstractContextManager[str]:
+        """Record a program you cannot hand a client to (a command line, another language).
+
+        A context manager: a loopback HTTP server that forwards every request to `target`
+        (the real base URL) through this recorder; it yields its own base URL to give the
+        program instead. It records what the program saw: an answer the program stopped
+        waiting for (its own timeout) is recorded as a `ReadTimeout`, so a replay sends
+        the program's retry the recorded answer, as happened live.
+
+        Example:
+            >>> recorder = CassetteRecorder()
+            >>> with recorder.forward("http://127.0.0.1:8080/v1") as url:
+            ...     url.endswith("/v1")
+            True
+        """
+        return forward(self, target, timeout=timeout)
+
     def client(self, **kwargs: Any) -> httpx.Client:
         """An `httpx.Client` that records; `kwargs` go to `httpx.Client`."""
         return httpx.Client(transport=self.transport(), **kwargs)
@@ -244,6 +252,15 @@ class CassetteRecorder:
             self.cassette.exchanges.append(Exchange(method=request.method, url=url, request=body))
             return len(self.cassette.exchanges) - 1
 
+    def _abandon(self, slot: int) -> None:
+        """The client stopped waiting for this answer: record what it saw."""
+        with self._lock:
+            sent = self.cassette.exchanges[slot]
+            message = "ReadTimeout: the client stopped waiting for the answer"
+            self.cassette.exchanges[slot] = Exchange(
+                method=sent.method, url=sent.url, request=sent.request, error=message
+            )
+
     def _finish(self, slot: int, response: httpx.Response | None, raw: bytes, error: str) -> None:
         with self._lock:
             sent = self.cassette.exchanges[slot]
@@ -266,87 +283,6 @@ class CassetteRecorder:
         for secret in self._redact:
             text = text.replace(secret, "[redacted]")
         return text
-
-
-class _Recording(httpx.BaseTransport):
-    def __init__(self, recorder: CassetteRecorder, inner: httpx.BaseTransport):
-        self.recorder, self.inner = recorder, inner
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        request.read()
-        slot = self.recorder._start(request)
-        try:
-            response = self.inner.handle_request(request)
-        except httpx.TransportError as exc:
-            self.recorder._finish(slot, None, b"", f"{type(exc).__name__}: {exc}")
-            raise
-        stream = _Tap(response, lambda raw: self.recorder._finish(slot, response, raw, ""))
-        return httpx.Response(
-            response.status_code,
-            headers=response.headers,
-            stream=stream,
-            extensions=response.extensions,
-        )
-
-    def close(self) -> None:
-        self.inner.close()
-
-
-class _AsyncRecording(httpx.AsyncBaseTransport):
-    def __init__(self, recorder: CassetteRecorder, inner: httpx.AsyncBaseTransport):
-        self.recorder, self.inner = recorder, inner
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        await request.aread()
-        slot = self.recorder._start(request)
-        try:
-            response = await self.inner.handle_async_request(request)
-        except httpx.TransportError as exc:
-            self.recorder._finish(slot, None, b"", f"{type(exc).__name__}: {exc}")
-            raise
-        stream = _Tap(response, lambda raw: self.recorder._finish(slot, response, raw, ""))
-        return httpx.Response(
-            response.status_code,
-            headers=response.headers,
-            stream=stream,
-            extensions=response.extensions,
-        )
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-
-class _Tap(httpx.SyncByteStream, httpx.AsyncByteStream):
-    """Passes a response's bytes through as they arrive and keeps a copy; reports the copy
-    when the body is closed (read to the end, or abandoned part way)."""
-
-    def __init__(self, response: httpx.Response, done: Any):
-        self.response, self.done = response, done
-        self.chunks: list[bytes] = []
-        self.reported = False
-
-    def __iter__(self) -> Iterator[bytes]:
-        for chunk in self.response.stream:  # type: ignore[union-attr]
-            self.chunks.append(chunk)
-            yield chunk
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        async for chunk in self.response.stream:  # type: ignore[union-attr]
-            self.chunks.append(chunk)
-            yield chunk
-
-    def close(self) -> None:
-        self._report()
-        self.response.close()
-
-    async def aclose(self) -> None:
-        self._report()
-        await self.response.aclose()
-
-    def _report(self) -> None:
-        if not self.reported:
-            self.reported = True
-            self.done(b"".join(self.chunks))
 
 
 def _body(request: httpx.Request) -> Any:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -214,3 +216,46 @@ def test_a_stream_abandoned_part_way_keeps_what_arrived(tmp_path):
     items.close()
     kept = recorder.cassette.exchanges[0]
     assert kept.status == 200 and kept.body.startswith('data: {"choices"')
+
+
+def test_forward_records_a_program_that_builds_its_own_client(tmp_path):
+    server = FakeServer(reply(text_reply("through the forwarder")))
+    recorder = CassetteRecorder(tmp_path / "f.json", transport=httpx.MockTransport(server))
+    with recorder.forward(BASE) as url:
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
+        program = OpenAICompatModel(url, "m", api_key=KEY)  # its own client, as a CLI's
+        answer = program.complete(ModelRequest("", [Message.user("hi")]))
+    assert answer.message.text == "through the forwarder"
+    assert server.seen[0].headers["authorization"] == f"Bearer {KEY}"
+    recorder.save()
+    cassette = Cassette.load(tmp_path / "f.json")
+    assert cassette.exchanges[0].url == f"{BASE}/chat/completions"
+    model = OpenAICompatModel(BASE, "m", http_client=cassette.client())
+    assert model.complete(ModelRequest("", [Message.user("hi")])) == answer
+    cassette.assert_complete()
+
+
+@pytest.mark.slow
+def test_an_answer_the_program_stopped_waiting_for_is_recorded_as_a_timeout(tmp_path):
+    gate = threading.Event()
+
+    def slow_then_fast(request: httpx.Request) -> httpx.Response:
+        if gate.is_set():
+            return reply(text_reply("in time"))
+        gate.set()
+        time.sleep(1.0)  # longer than the program waits
+        return reply(text_reply("too late"))
+
+    recorder = CassetteRecorder(transport=httpx.MockTransport(slow_then_fast))
+    with recorder.forward(BASE) as url:
+        program = OpenAICompatModel(url, "m", timeout=0.3, sleep=lambda s: time.sleep(1.2))
+        live = program.complete(ModelRequest("", [Message.user("hi")]))
+    assert live.message.text == "in time"
+    first, second = recorder.cassette.exchanges
+    assert first.error.startswith("ReadTimeout") and second.status == 200
+    replay = Cassette(recorder.cassette.exchanges)
+    waits: list[float] = []
+    model = OpenAICompatModel(BASE, "m", http_client=replay.client(), sleep=waits.append)
+    assert model.complete(ModelRequest("", [Message.user("hi")])) == live
+    assert len(waits) == 1
+    replay.assert_complete()

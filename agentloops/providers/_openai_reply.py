@@ -145,9 +145,10 @@ def parse_arguments(raw: Any) -> dict[str, Any]:
     if not isinstance(raw, str):
         return {INVALID_ARGUMENTS: f"arguments must be a JSON object, got {raw!r:.200}"}
     try:
-        value = json.loads(raw)
+        # strict=False: a raw newline or tab inside a string (small models write them) is kept
+        value = json.loads(raw, strict=False)
         if isinstance(value, str) and value.lstrip().startswith("{"):
-            value = json.loads(value)  # double-encoded by some small models
+            value = json.loads(value, strict=False)  # double-encoded by some small models
     except ValueError as exc:
         return {
             INVALID_ARGUMENTS: f"the arguments were not valid JSON ({exc}): {raw!r:.200}. "

@@ -9,7 +9,6 @@ from typing import Any
 
 import httpx
 import pytest
-from openai_fakes import BASE, ask, call, completion, ok, sent, weather
 
 from agentloops import (
     ConfigurationError,
@@ -25,6 +24,7 @@ from agentloops import (
     ToolCallDelta,
     Usage,
 )
+from openai_compat.openai_fakes import BASE, ask, call, completion, ok, sent, weather
 
 pytestmark = pytest.mark.anyio
 

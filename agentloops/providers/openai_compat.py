@@ -4,7 +4,8 @@ llama.cpp's `llama-server` and llama-cpp-python's server; sync, async and stream
 Every path shares one plan of attempts (`_attempts`, a generator that never touches the
 network): it says which body to send, reads each answer, adapts the request when the
 server refuses a parameter, and says when to wait and retry. A sync and an async driver
-carry it out. Reply parsing lives in `_openai_reply`, stream assembly in `_openai_stream`.
+(`_openai_drivers`) carry it out. Request bodies are built in `_openai_request`, replies
+checked and parsed in `_openai_reply`, streams assembled in `_openai_stream`.
 httpx is imported when a client is built, not when agentloops is.
 """
 
@@ -13,8 +14,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
 from agentloops.errors import ConfigurationError, ModelError
@@ -22,6 +22,7 @@ from agentloops.events import Delta
 from agentloops.messages import ToolCall
 from agentloops.model import ModelRequest, ModelResponse
 from agentloops.providers import _openai_http as http
+from agentloops.providers._openai_drivers import Plan, Send, Wait, adrive, drive
 from agentloops.providers._openai_reply import parse_arguments, parse_completion
 from agentloops.providers._openai_request import FALLBACK, Mechanism, request_body
 from agentloops.providers._openai_stream import StreamAssembler
@@ -38,19 +39,6 @@ without one generates until its context is full, and keeps going after we give u
 
 _MAX_ECHO = 4096
 _SSE_EXTRA = "pip install 'agentloops-kit[openai]'"
-
-
-@dataclass(frozen=True, slots=True)
-class _Send:
-    body: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class _Wait:
-    seconds: float
-
-
-_Plan = Generator["_Send | _Wait", "httpx.Response | Exception | None", "httpx.Response"]
 
 
 class OpenAICompatModel:
@@ -244,7 +232,7 @@ class OpenAICompatModel:
 
     # -- the plan of attempts, and its two drivers ---------------------------------------
 
-    def _attempts(self, request: ModelRequest, *, stream: bool) -> _Plan:
+    def _attempts(self, request: ModelRequest, *, stream: bool) -> Plan:
         """Send, read the answer, adapt or wait; returns the first good answer.
 
         A refused parameter (decided from the error body, whatever the status) changes
@@ -264,8 +252,9 @@ class OpenAICompatModel:
                 echo=self._echo,
                 extra=self.extra_body,
             )
-            answer = yield _Send(body)
-            headers = None
+            headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+            answer = yield Send(self._url, body, headers)
+            wait_headers = None
             if isinstance(answer, Exception):
                 if attempt == self.max_retries:
                     problem = self._redact(f"{type(answer).__name__}: {answer}")
@@ -285,8 +274,8 @@ class OpenAICompatModel:
                     continue
                 if not http.retryable(status) or attempt == self.max_retries:
                     raise self._error(answer, attempt + 1)
-                headers = answer.headers
-            yield _Wait(http.backoff(attempt, headers))
+                wait_headers = answer.headers
+            yield Wait(http.backoff(attempt, wait_headers))
             attempt += 1
 
     def _adapt_structured(self, mechanism: Mechanism | None) -> bool:
@@ -295,64 +284,12 @@ class OpenAICompatModel:
         self._mechanism = FALLBACK[mechanism]  # this server lacks it: stop asking
         return True
 
-    def _drive(self, plan: _Plan) -> httpx.Response:
-        step = next(plan)
-        while True:
-            answer: httpx.Response | Exception | None = None
-            if isinstance(step, _Wait):
-                self._sleep(step.seconds)
-            else:
-                try:
-                    answer = self._post(step.body)
-                except self._transport_errors as exc:
-                    answer = exc
-            try:
-                step = plan.send(answer)
-            except StopIteration as done:
-                response: httpx.Response = done.value
-                return response
+    def _drive(self, plan: Plan) -> httpx.Response:
+        return drive(plan, self._http, self._sleep, self._transport_errors)
 
-    async def _adrive(self, plan: _Plan) -> httpx.Response:
-        step = next(plan)
-        while True:
-            answer: httpx.Response | Exception | None = None
-            if isinstance(step, _Wait):
-                await self._pause(step.seconds)
-            else:
-                try:
-                    answer = await self._apost(step.body)
-                except self._transport_errors as exc:
-                    answer = exc
-            try:
-                step = plan.send(answer)
-            except StopIteration as done:
-                response: httpx.Response = done.value
-                return response
-
-    def _post(self, body: dict[str, Any]) -> httpx.Response:
-        stream = bool(body.get("stream"))
-        response = self._http.send(self._build(self._http, body), stream=stream)
-        if stream and response.status_code >= 400:
-            try:
-                response.read()  # the error body decides what happens next
-            finally:
-                response.close()
-        return response
-
-    async def _apost(self, body: dict[str, Any]) -> httpx.Response:
+    async def _adrive(self, plan: Plan) -> httpx.Response:
         client = self._async_client()
-        stream = bool(body.get("stream"))
-        response = await client.send(self._build(client, body), stream=stream)
-        if stream and response.status_code >= 400:
-            try:
-                await response.aread()
-            finally:
-                await response.aclose()
-        return response
-
-    def _build(self, client: httpx.Client | httpx.AsyncClient, body: dict[str, Any]) -> Any:
-        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
-        return client.build_request("POST", self._url, json=body, headers=headers)
+        return await adrive(plan, client, self._pause, self._transport_errors)
 
     def _async_client(self) -> httpx.AsyncClient:
         with self._lock:

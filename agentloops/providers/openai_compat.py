@@ -59,7 +59,9 @@ class OpenAICompatModel:
         max_tokens: the output limit when a request sets none; always sent (default 1024).
         max_retries: retries after a 408/409/429/5xx answer or a connection error, with
             exponential backoff that honours `Retry-After`; then `ModelError`.
-        timeout: seconds per request for the default HTTP clients.
+        timeout: seconds per request for the default HTTP clients (600, as OpenAI's own
+            SDK: a local server still generating is better waited for than abandoned,
+            since it goes on generating and the retry queues behind it).
         structured: how to get JSON for a request with `output`: `"json_schema"` and
             `"json_object"` send that `response_format` (the latter with the schema beside
             it, and in the prompt); `"prompt"` puts the schema in the system prompt only;
@@ -85,7 +87,7 @@ class OpenAICompatModel:
         async_http_client: httpx.AsyncClient | None = None,
         max_tokens: int | None = DEFAULT_MAX_TOKENS,
         max_retries: int = 3,
-        timeout: float = 120.0,
+        timeout: float = 600.0,
         structured: StructuredMode = "auto",
         extra_body: dict[str, Any] | None = None,
         sleep: Callable[[float], object] = time.sleep,

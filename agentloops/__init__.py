@@ -103,6 +103,7 @@ __version__ = "0.1.0"
 
 if _typing.TYPE_CHECKING:  # pragma: no cover
     from agentloops.batch import BatchItem, run_many
+    from agentloops.cassettes import Cassette, CassetteMismatch, CassetteRecorder
     from agentloops.checkpoint import Checkpointer, MemoryCheckpointer, SQLiteCheckpointer
     from agentloops.comparison import Attempt, Comparison, LoopFactory, LoopSummary, compare
     from agentloops.evaluator import Evaluator, Verdict
@@ -130,6 +131,9 @@ _LAZY = {
     "AnthropicModel": "agentloops.providers.anthropic",
     "OpenAICompatModel": "agentloops.providers.openai_compat",
     "BatchItem": "agentloops.batch",
+    "Cassette": "agentloops.cassettes",
+    "CassetteMismatch": "agentloops.cassettes",
+    "CassetteRecorder": "agentloops.cassettes",
     "run_many": "agentloops.batch",
     "Checkpointer": "agentloops.checkpoint",
     "MemoryCheckpointer": "agentloops.checkpoint",
@@ -192,6 +196,9 @@ __all__ = [
     "Block",
     "BudgetExceeded",
     "CallInDoubt",
+    "Cassette",
+    "CassetteMismatch",
+    "CassetteRecorder",
     "CheckpointError",
     "Checkpointer",
     "Comparison",

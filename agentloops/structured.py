@@ -40,6 +40,8 @@ _CUT_OFF = (
     "reply again with a shorter JSON object"
 )
 EMPTY_NUDGE = "Your reply was empty. Answer now."
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_CONTROL = re.compile(r"[\x00-\x1f]")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -244,14 +246,24 @@ def _parse(schema: type[T], response: ModelResponse) -> T:
 
 def json_in(text: str) -> str:
     """The JSON in a model's reply: the reply itself, a fenced block, or the span from the
-    first "{" to the last "}" ("" when an object is opened but never closed)."""
+    first "{" to the last "}" ("" when an object is opened but never closed).
+
+    A raw control character inside a string (small models write real newlines there) is
+    escaped, so the result parses.
+    """
     text = text.strip()
     fenced = _FENCE.match(text)
     if fenced:
-        return fenced.group(1)
-    if not text.startswith("{") and "{" in text:
-        return text[text.index("{") : text.rfind("}") + 1]
-    return text
+        text = fenced.group(1)
+    elif not text.startswith("{") and "{" in text:
+        text = text[text.index("{") : text.rfind("}") + 1]
+    if _CONTROL.search(text) is None:
+        return text
+    return _STRING.sub(lambda s: _CONTROL.sub(_escaped, s.group()), text)
+
+
+def _escaped(char: re.Match[str]) -> str:
+    return json.dumps(char.group())[1:-1]  # "\n", "\t", or "\u001b"
 
 
 def parse_json(text: str) -> Any:

@@ -1,14 +1,12 @@
-"""`OpenAICompatModel`: Chat Completions with tools over httpx, for Ollama, vLLM,
-llama.cpp's `llama-server` and OpenAI itself.
+"""`OpenAICompatModel`: Chat Completions with tools over httpx, for OpenAI, vLLM, Ollama,
+llama.cpp's `llama-server` and llama-cpp-python's server; sync, async and streaming.
 
-httpx is imported when a client is built, not when agentloops is. Server quirks:
-
-- Ollama ignores `tool_choice` (the model may answer instead of calling the tool you
-  named), and wants an API key that it does not check.
-- vLLM needs `--enable-auto-tool-choice --tool-call-parser <hermes|llama3_json|...>`
-  for tool calls; without them every request with tools fails with a 400.
-- llama.cpp's `llama-server` needs `--jinja` (or `--chat-template-file`) for tool calls,
-  and reuses call ids across turns (this client makes them unique).
+Every path shares one plan of attempts (`_attempts`, a generator that never touches the
+network): it says which body to send, reads each answer, adapts the request when the
+server refuses a parameter, and says when to wait and retry. A sync and an async driver
+(`_openai_drivers`) carry it out. Request bodies are built in `_openai_request`, replies
+checked and parsed in `_openai_reply`, streams assembled in `_openai_stream`.
+httpx is imported when a client is built, not when agentloops is.
 """
 
 from __future__ import annotations
@@ -16,46 +14,62 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
 from agentloops.errors import ConfigurationError, ModelError
+from agentloops.events import Delta
 from agentloops.messages import ToolCall
 from agentloops.model import ModelRequest, ModelResponse
-from agentloops.providers import _openai_wire as wire
+from agentloops.providers import _openai_http as http
+from agentloops.providers._openai_drivers import Plan, Send, Wait, adrive, drive
+from agentloops.providers._openai_reply import parse_arguments, parse_completion
+from agentloops.providers._openai_request import FALLBACK, Mechanism, request_body
+from agentloops.providers._openai_stream import StreamAssembler
 from agentloops.tools import INVALID_ARGUMENTS
 
 if TYPE_CHECKING:
     import httpx
 
-StructuredMode = Literal["auto", "json_schema", "prompt"]
+StructuredMode = Literal["auto", "json_schema", "json_object", "prompt"]
 
-_RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
-_MAX_WAIT = 60.0
+DEFAULT_MAX_TOKENS = 1024
+"""Sent when neither the request nor the client sets a limit: a local server left
+without one generates until its context is full, and keeps going after we give up."""
+
 _MAX_ECHO = 4096
+_SSE_EXTRA = "pip install 'agentloops-kit[openai]'"
 
 
 class OpenAICompatModel:
     """A `ModelClient` for any server that speaks OpenAI's Chat Completions.
+
+    It implements `complete`, `acomplete`, `stream` and `astream` (streaming needs the
+    `openai` extra: `pip install 'agentloops-kit[openai]'`).
 
     Args:
         base_url: up to and including `/v1`, e.g. `http://localhost:11434/v1` (Ollama),
             `http://localhost:8000/v1` (vLLM), `http://localhost:8080/v1` (llama-server).
         model: the model name the server knows, e.g. `"qwen3:8b"`.
         api_key: sent as a bearer token; never logged nor put in an error message.
-        http_client: your own `httpx.Client` (proxies, TLS, a mock transport); it is not
-            closed by this client. By default one is made with `timeout`.
-        max_tokens: the default output limit when a request sets none (`None`: the
-            server's default).
+        http_client: your own `httpx.Client` (proxies, TLS, a mock transport, a cassette);
+            it is not closed by this client. By default one is made with `timeout`.
+        async_http_client: the same for `acomplete` and `astream`; by default one is made
+            on first use (it belongs to the event loop that first uses it).
+        max_tokens: the output limit when a request sets none; always sent (default 1024).
         max_retries: retries after a 408/409/429/5xx answer or a connection error, with
             exponential backoff that honours `Retry-After`; then `ModelError`.
-        timeout: seconds per request for the default HTTP client.
-        structured: how to get JSON for a request with `output`: `"json_schema"` sends
-            `response_format`; `"prompt"` puts the schema in the system prompt; `"auto"`
-            (default) tries the first and falls back to the second for good when the
-            server rejects `response_format` with a 400.
+        timeout: seconds per request for the default HTTP clients (600, as OpenAI's own
+            SDK: a local server still generating is better waited for than abandoned,
+            since it goes on generating and the retry queues behind it).
+        structured: how to get JSON for a request with `output`: `"json_schema"` and
+            `"json_object"` send that `response_format` (the latter with the schema beside
+            it, and in the prompt); `"prompt"` puts the schema in the system prompt only;
+            `"auto"` (default) starts with `"json_schema"` and moves down that list for
+            good when the server's error says it refused `response_format`.
         extra_body: more fields for every request body, e.g. `{"temperature": 0.2}`.
         sleep: how to wait between retries (tests pass a recorder).
+        async_sleep: the same for the async paths (default `anyio.sleep`).
 
     Examples:
         >>> model = OpenAICompatModel("http://localhost:11434/v1", "qwen3:8b")
@@ -70,18 +84,20 @@ class OpenAICompatModel:
         *,
         api_key: str | None = None,
         http_client: httpx.Client | None = None,
-        max_tokens: int | None = None,
+        async_http_client: httpx.AsyncClient | None = None,
+        max_tokens: int | None = DEFAULT_MAX_TOKENS,
         max_retries: int = 3,
-        timeout: float = 120.0,
+        timeout: float = 600.0,
         structured: StructuredMode = "auto",
         extra_body: dict[str, Any] | None = None,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], object] = time.sleep,
+        async_sleep: Callable[[float], Awaitable[object]] | None = None,
     ):
         if max_retries < 0:
             raise ConfigurationError(f"max_retries must be >= 0, got {max_retries}")
-        if structured not in ("auto", "json_schema", "prompt"):
+        if structured not in ("auto", "json_schema", "json_object", "prompt"):
             raise ConfigurationError(
-                f"structured must be auto, json_schema or prompt: {structured!r}"
+                f"structured must be auto, json_schema, json_object or prompt: {structured!r}"
             )
         if max_tokens is not None and max_tokens < 1:
             raise ConfigurationError(f"max_tokens must be >= 1, got {max_tokens}")
@@ -89,17 +105,24 @@ class OpenAICompatModel:
 
         self.base_url = base_url.rstrip("/")
         self.model = model
-        self.max_tokens = max_tokens
+        self.max_tokens = max_tokens or DEFAULT_MAX_TOKENS
         self.max_retries = max_retries
         self.timeout = timeout
         self.structured: StructuredMode = structured
         self.extra_body = dict(extra_body or {})
         self._sleep = sleep
+        self._async_sleep = async_sleep
         self._api_key = api_key
         self._owns_http = http_client is None
         self._http = http_client or httpx.Client(timeout=timeout)
+        self._owns_async = async_http_client is None
+        self._async_http = async_http_client
         self._transport_errors = (httpx.TransportError,)
         self._lock = threading.Lock()
+        self._mechanism: Mechanism = "json_schema" if structured == "auto" else structured
+        """How structured output is asked for now; `"auto"` moves it down on a refusal."""
+        self._limit_field = "max_tokens"
+        """Becomes `max_completion_tokens` when a server says it wants that instead."""
         self._raw_args: dict[str, tuple[str, dict[str, Any]]] = {}
         """Call id -> the arguments as written and as parsed (parsed once, not per request)."""
 
@@ -107,8 +130,8 @@ class OpenAICompatModel:
         return f"OpenAICompatModel({self.base_url!r}, {self.model!r})"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # For process pools and Dask: rebuild from the settings, with a fresh HTTP client.
-        if not self._owns_http:
+        # For process pools and Dask: rebuild from the settings, with fresh HTTP clients.
+        if not (self._owns_http and self._owns_async):
             raise TypeError(
                 "an OpenAICompatModel built with your own http_client cannot be pickled; "
                 "build the model inside the function that runs on the worker"
@@ -121,13 +144,20 @@ class OpenAICompatModel:
             "structured": self.structured,
             "extra_body": self.extra_body,
             "sleep": self._sleep,
+            "async_sleep": self._async_sleep,
         }
         return (_rebuild, (self.base_url, self.model, settings))
 
     def close(self) -> None:
-        """Close the HTTP client this model made (not one you passed in)."""
+        """Close the sync HTTP client this model made (not one you passed in)."""
         if self._owns_http:
             self._http.close()
+
+    async def aclose(self) -> None:
+        """Close both HTTP clients this model made (not ones you passed in)."""
+        self.close()
+        if self._owns_async and self._async_http is not None:
+            await self._async_http.aclose()
 
     def __enter__(self) -> OpenAICompatModel:
         return self
@@ -135,61 +165,174 @@ class OpenAICompatModel:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    async def __aenter__(self) -> OpenAICompatModel:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- the four ways to call -----------------------------------------------------------
+
     def complete(self, request: ModelRequest) -> ModelResponse:
         """One Chat Completions call, with retries; see the class docstring.
 
         Raises:
             ModelError: the server failed after the retries, answered 4xx, or sent a
-                reply without choices (`.status` and `.request_id` when known).
+                reply that is not JSON or not of the expected shape (the field is named);
+                `.status` and `.request_id` when known.
         """
-        use_schema = request.output is not None and self.structured != "prompt"
-        response, attempts = self._send(self._body(request, use_schema))
-        if (
-            use_schema
-            and self.structured == "auto"
-            and response.status_code in (400, 422)
-            and "response_format" in response.text
-        ):
-            self.structured = "prompt"  # this server has no JSON-schema output: stop asking
-            response, attempts = self._send(self._body(request, False))
-        if response.status_code >= 400:
-            raise self._error(response, f"HTTP {response.status_code}", attempts)
+        response = self._drive(self._attempts(request, stream=False))
+        return self._accept(request, self._json(response))
+
+    async def acomplete(self, request: ModelRequest) -> ModelResponse:
+        """`complete` over `httpx.AsyncClient`: the same request, retries and parsing."""
+        response = await self._adrive(self._attempts(request, stream=False))
+        return self._accept(request, self._json(response))
+
+    def stream(self, request: ModelRequest) -> Iterator[Delta | ModelResponse]:
+        """Deltas as the server sends them, then the `ModelResponse` `complete` would give.
+
+        Retries happen only before the first byte. Closing the iterator early closes the
+        HTTP response.
+
+        Raises:
+            ModelError: as `complete`, and when the stream is cut off, stalls past the
+                timeout, or sends a chunk that is not JSON or not of the expected shape.
+            ConfigurationError: the `openai` extra (httpx-sse) is not installed.
+        """
+        sse = _httpx_sse()
+        response = self._drive(self._attempts(request, stream=True))
+        assembler = StreamAssembler(_taken(request))
         try:
-            body = response.json()
+            for event in sse.EventSource(response).iter_sse():
+                yield from assembler.feed(event.data, event.event)
+                if assembler.done:
+                    break
+        except (*self._transport_errors, sse.SSEError) as exc:
+            raise self._broken(exc, assembler) from exc
+        finally:
+            response.close()
+        yield self._accept(request, assembler.body())
+
+    async def astream(self, request: ModelRequest) -> AsyncIterator[Delta | ModelResponse]:
+        """`stream` over `httpx.AsyncClient`. Close it early with `aclose()` (or
+        `contextlib.aclosing`) to close the HTTP response at once."""
+        sse = _httpx_sse()
+        response = await self._adrive(self._attempts(request, stream=True))
+        assembler = StreamAssembler(_taken(request))
+        try:
+            async for event in sse.EventSource(response).aiter_sse():
+                for delta in assembler.feed(event.data, event.event):
+                    yield delta
+                if assembler.done:
+                    break
+        except (*self._transport_errors, sse.SSEError) as exc:
+            raise self._broken(exc, assembler) from exc
+        finally:
+            await response.aclose()
+        yield self._accept(request, assembler.body())
+
+    # -- the plan of attempts, and its two drivers ---------------------------------------
+
+    def _attempts(self, request: ModelRequest, *, stream: bool) -> Plan:
+        """Send, read the answer, adapt or wait; returns the first good answer.
+
+        A refused parameter (decided from the error body, whatever the status) changes
+        the request and spends no retry; each refusal can happen once, so this ends.
+        """
+        attempt = 0
+        while True:
+            mechanism = self._mechanism if request.output is not None else None
+            limit = request.max_tokens or self.max_tokens
+            tokens = None if "max_completion_tokens" in self.extra_body else limit
+            body = request_body(
+                request,
+                model=self.model,
+                mechanism=mechanism,
+                max_tokens=(self._limit_field, tokens) if tokens else None,
+                stream=stream,
+                echo=self._echo,
+                extra=self.extra_body,
+            )
+            headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+            answer = yield Send(self._url, body, headers)
+            wait_headers = None
+            if isinstance(answer, Exception):
+                if attempt == self.max_retries:
+                    problem = self._redact(f"{type(answer).__name__}: {answer}")
+                    raise ModelError(
+                        f"POST {self._url} failed after {attempt + 1} attempts: {problem}"
+                    ) from answer
+            else:
+                assert answer is not None
+                status = answer.status_code
+                if status < 400:
+                    return answer
+                refused = http.refusal(status, answer.text)
+                if refused == "response_format" and self._adapt_structured(mechanism):
+                    continue
+                if refused == "max_tokens" and self._limit_field == "max_tokens":
+                    self._limit_field = "max_completion_tokens"
+                    continue
+                if not http.retryable(status) or attempt == self.max_retries:
+                    raise self._error(answer, attempt + 1)
+                wait_headers = answer.headers
+            yield Wait(http.backoff(attempt, wait_headers))
+            attempt += 1
+
+    def _adapt_structured(self, mechanism: Mechanism | None) -> bool:
+        if self.structured != "auto" or mechanism not in FALLBACK:
+            return False
+        self._mechanism = FALLBACK[mechanism]  # this server lacks it: stop asking
+        return True
+
+    def _drive(self, plan: Plan) -> httpx.Response:
+        return drive(plan, self._http, self._sleep, self._transport_errors)
+
+    async def _adrive(self, plan: Plan) -> httpx.Response:
+        client = self._async_client()
+        return await adrive(plan, client, self._pause, self._transport_errors)
+
+    def _async_client(self) -> httpx.AsyncClient:
+        with self._lock:
+            if self._async_http is None:
+                import httpx
+
+                self._async_http = httpx.AsyncClient(timeout=self.timeout)
+            return self._async_http
+
+    async def _pause(self, seconds: float) -> None:
+        if self._async_sleep is not None:
+            await self._async_sleep(seconds)
+            return
+        import anyio  # httpx's own dependency; works under asyncio and trio
+
+        await anyio.sleep(seconds)
+
+    # -- answers -------------------------------------------------------------------------
+
+    @property
+    def _url(self) -> str:
+        return f"{self.base_url}/chat/completions"
+
+    def _json(self, response: httpx.Response) -> Any:
+        try:
+            return response.json()
         except ValueError:
-            raise self._error(response, "with a body that is not JSON", attempts) from None
-        taken = {c.id for m in request.messages for c in m.tool_calls}
-        parsed, raw_args = wire.parse_completion(
-            body, model=self.model, structured=request.output is not None, taken=taken
+            raise self._error(response, 1, "with a body that is not JSON") from None
+
+    def _accept(self, request: ModelRequest, body: Any) -> ModelResponse:
+        parsed, raw_args = parse_completion(
+            body, model=self.model, structured=request.output is not None, taken=_taken(request)
         )
         if raw_args:
             with self._lock:
                 self._raw_args.update(
-                    (call_id, (raw, wire.parse_arguments(raw))) for call_id, raw in raw_args.items()
+                    (call_id, (raw, parse_arguments(raw))) for call_id, raw in raw_args.items()
                 )
                 while len(self._raw_args) > _MAX_ECHO:
                     del self._raw_args[next(iter(self._raw_args))]
         return parsed
-
-    def _body(self, request: ModelRequest, use_schema: bool) -> dict[str, Any]:
-        system = request.system
-        if request.output is not None and not use_schema:
-            system = f"{system}\n\n{wire.schema_prompt(request)}".strip()
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": wire.messages_to_wire(system, request.messages, self._echo),
-            "stream": False,
-        }
-        max_tokens = request.max_tokens or self.max_tokens
-        if max_tokens is not None:
-            body["max_tokens"] = max_tokens
-        if request.tools:
-            body["tools"] = wire.tools_to_wire(request.tools)
-            body["tool_choice"] = wire.tool_choice_to_wire(request.tool_choice)
-        if use_schema:
-            body["response_format"] = wire.response_format(request)
-        body.update(self.extra_body)
-        return body
 
     def _echo(self, call: ToolCall) -> str:
         """The arguments exactly as the model wrote them, so a server's prompt cache holds."""
@@ -200,88 +343,39 @@ class OpenAICompatModel:
             return stored[0]
         return json.dumps(call.args, ensure_ascii=False)
 
-    def _send(self, body: dict[str, Any]) -> tuple[httpx.Response, int]:
-        """POST with bounded retries: the last answer, and how many attempts it took."""
-        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
-        url = f"{self.base_url}/chat/completions"
-        for attempt in range(self.max_retries + 1):
-            try:
-                response = self._http.post(url, json=body, headers=headers)
-            except self._transport_errors as exc:
-                if attempt == self.max_retries:
-                    problem = self._redact(f"{type(exc).__name__}: {exc}")
-                    raise ModelError(
-                        f"POST {url} failed after {attempt + 1} attempts: {problem}"
-                    ) from exc
-                self._sleep(_backoff(attempt, None))
-                continue
-            if response.status_code not in _RETRY_STATUS or attempt == self.max_retries:
-                return response, attempt + 1
-            self._sleep(_backoff(attempt, response.headers))
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _error(self, response: httpx.Response, what: str, attempts: int) -> ModelError:
+    def _error(self, response: httpx.Response, attempts: int, what: str = "") -> ModelError:
         request_id = response.headers.get("x-request-id") or response.headers.get("request-id")
-        detail = self._redact(_detail(response))
         tries = f" (after {attempts} attempts)" if attempts > 1 else ""
         return ModelError(
-            f"{self.base_url}/chat/completions answered {what}{tries}: {detail}",
+            f"{self._url} answered {what or f'HTTP {response.status_code}'}{tries}: "
+            f"{self._redact(http.detail(response.text))}",
             request_id=request_id,
             status=response.status_code,
+        )
+
+    def _broken(self, exc: Exception, assembler: StreamAssembler) -> ModelError:
+        problem = self._redact(f"{type(exc).__name__}: {exc}")
+        return ModelError(
+            f"the stream from {self._url} failed after {assembler.chunks} chunks: {problem}"
         )
 
     def _redact(self, text: str) -> str:
         return text.replace(self._api_key, "[api key]") if self._api_key else text
 
 
+def _taken(request: ModelRequest) -> set[str]:
+    return {c.id for m in request.messages for c in m.tool_calls}
+
+
+def _httpx_sse() -> Any:
+    try:
+        import httpx_sse
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"streaming from an OpenAI-compatible server needs httpx-sse: {_SSE_EXTRA}"
+        ) from exc
+    return httpx_sse
+
+
 def _rebuild(base_url: str, model: str, settings: dict[str, Any]) -> OpenAICompatModel:
     return OpenAICompatModel(base_url, model, **settings)
-
-
-def _backoff(attempt: int, headers: Any) -> float:
-    """`Retry-After` (seconds, milliseconds or a date) when the server sends one, capped at
-    a minute; else 0.5 s doubling per attempt up to 8 s, with jitter so a batch of runs
-    does not retry in lockstep."""
-    if headers is not None:
-        wait = _retry_after(headers)
-        if wait is not None:
-            return min(max(wait, 0.0), _MAX_WAIT)
-    import random
-
-    return min(0.5 * 2.0**attempt, 8.0) * random.uniform(0.75, 1.0)
-
-
-def _retry_after(headers: Any) -> float | None:
-    ms = headers.get("retry-after-ms")
-    if ms is not None:
-        try:
-            return float(ms) / 1000
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        pass
-    import email.utils  # rare, and it pulls in the socket module
-
-    try:
-        return email.utils.parsedate_to_datetime(value).timestamp() - time.time()
-    except (TypeError, ValueError):
-        return None
-
-
-def _detail(response: httpx.Response) -> str:
-    """The server's own error message, or the start of its body."""
-    try:
-        body = response.json()
-    except ValueError:
-        return response.text[:500] or "(empty body)"
-    error = body.get("error") if isinstance(body, dict) else None
-    if isinstance(error, dict) and error.get("message"):
-        return str(error["message"])[:500]
-    if isinstance(error, str):
-        return error[:500]
-    return json.dumps(body)[:500]

@@ -1,0 +1,1 @@
+"""Tests of the OpenAI-compatible provider, one file per concern."""

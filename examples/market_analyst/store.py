@@ -199,7 +199,7 @@ def render_report(record: dict[str, Any], decision: Decision) -> str:
     body = decision.edited if decision.edited is not None else record.get("draft", "")
     return (
         f"# Market analyst report {record['run_id']}\n\n"
-        f"> {NOTICE}\n\n"
+        f"> {record.get('data_notice') or NOTICE}\n\n"
         f"- Request: {md_inline(record['request'])}\n"
         f"- Route: {record.get('route', '?')} ({md_inline(record.get('route_reasoning', ''))})\n"
         f"- Model: {md_inline(record.get('model', '?'))}\n"

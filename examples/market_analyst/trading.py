@@ -192,3 +192,17 @@ class Trader:
 
 def _pending(check: Check, result: ReActResult) -> bool:
     return any(c.id == check.call_id for c in result.pending_approvals)
+
+
+VERDICTS = {"auto": "within the limit, unasked", "ask": "asks a person", "refused": "refused"}
+
+
+def describe(trade: dict[str, Any]) -> str:
+    """ "buy 28 GOOGL at 176.23 USD = 4,934.44 USD (asks a person)", or "none proposed"."""
+    calls = trade.get("calls") or []
+    if not calls:
+        return "none proposed"
+    c = calls[-1]
+    value = f"{c['value_usd']:,.2f} USD" if c.get("value_usd") is not None else "no price"
+    verdict = VERDICTS.get(c["verdict"], c["verdict"])
+    return f"{c['side']} {c['quantity']} {c['ticker']} at {c['price']} USD = {value} ({verdict})"

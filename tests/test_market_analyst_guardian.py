@@ -264,9 +264,7 @@ def test_a_failed_proposal_is_saved_and_may_be_proposed_again(store: RunStore) -
 
 
 def test_deciding_what_never_waited_or_does_not_exist_is_refused(store: RunStore) -> None:
-    Trader(ScriptedModel([trade("GOOGL", "buy", 1), "Done."]), store).propose(
-        "ma-buy", by="alice"
-    )
+    Trader(ScriptedModel([trade("GOOGL", "buy", 1), "Done."]), store).propose("ma-buy", by="alice")
     with pytest.raises(NotWaiting, match="tr-buy is executed"):
         Trader(ScriptedModel([]), store).decide("tr-buy", True, by="bob", via="cli")
     with pytest.raises(UnknownTrade, match="no trade with id 'tr-nope'"):

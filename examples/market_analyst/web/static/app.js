@@ -400,6 +400,7 @@ async function proposeTrade() {
     if (!current || current.id !== runId) return;
     say($("trade-message"), ok ? data.message : data.error, ok ? "done" : "error refused");
     await reloadRun(runId);
+    refreshTrades();
   } finally {
     $("propose-trade").disabled = false;
   }

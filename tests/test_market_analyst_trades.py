@@ -13,11 +13,16 @@ from typing import Any
 import pytest
 from _analyst_app import answers, make_app
 from market_analyst import models, tools
+from market_analyst.demo_model import DemoModel
 from market_analyst.live import LiveSource
+from market_analyst.roles import role_of
 from market_analyst.sources import FixtureSource, live_source
 from market_analyst.store import RunStore
 from market_analyst.web.app import create_app
 from starlette.testclient import TestClient
+
+from agentloops import ModelError, ModelRequest, ModelResponse
+from agentloops.testing import FunctionModel
 
 pytestmark = pytest.mark.usefixtures("instant_analyst_tools")
 
@@ -246,6 +251,28 @@ def test_the_page_refuses_trades_that_cannot_be(web) -> None:
     assert bad.status_code == 400 and "approve or deny" in bad.json()["error"]
 
 
+def test_a_trade_proposal_the_model_fails_is_saved_and_may_be_proposed_again(tmp_path) -> None:
+    store = RunStore(tmp_path / ".agentloops", tmp_path / "reports")
+    demo, outage = DemoModel(), {"on": True}
+
+    def answer(request: ModelRequest) -> ModelResponse:
+        if role_of(request) == "trader" and outage["on"]:
+            raise ModelError("the provider is down")
+        return demo.complete(request)
+
+    model = FunctionModel(answer)
+    clients = models.Clients(model, model, model, models.ModelSettings(provider="custom"))
+    with TestClient(create_app(store, clients), base_url="http://127.0.0.1") as client:
+        run_id = _published(client, BUY)
+        stopped = client.post(f"/api/runs/{run_id}/trade", json={})
+        assert stopped.status_code == 502 and "the provider is down" in stopped.json()["error"]
+        assert stopped.json()["trade"]["status"] == "failed"
+        outage["on"] = False
+        again = client.post(f"/api/runs/{run_id}/trade", json={})
+        assert again.status_code == 200 and again.json()["trade"]["status"] == "executed"
+    assert len(tools.ledger_entries(store.ledger_path)) == 1
+
+
 def test_the_page_sets_the_trade_limits(web) -> None:
     client, store = web
     body = {"auto_approve_usd": 300, "hard_limit_usd": 900, "trade_tickers_text": "googl, msft"}
@@ -332,7 +359,7 @@ def test_live_source_answers_in_the_fixture_shapes_from_a_fake_yfinance() -> Non
         source.check("NOPE")
     with pytest.raises(ValueError, match="no competitor data"):
         source.competitors("FAKE")
-    with pytest.raises(ValueError, match="gave no cash_b, debt_b, eps, .*revenue_b"):
+    with pytest.raises(ValueError, match=r"gave no cash_b, debt_b, eps, .*revenue_b"):
         LiveSource(fake_yfinance({"X": {"currentPrice": 1.0}})).financials("X")
 
 

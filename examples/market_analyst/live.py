@@ -70,7 +70,9 @@ class LiveSource:
     def check(self, ticker: str) -> None:
         info = self._get(ticker, "info")
         if info.get("currentPrice") is None and info.get("regularMarketPrice") is None:
-            raise ValueError(f"unknown ticker {ticker.strip().upper()!r}: Yahoo Finance has no price")
+            raise ValueError(
+                f"unknown ticker {ticker.strip().upper()!r}: Yahoo Finance has no price"
+            )
 
     def snapshot(self, ticker: str) -> dict[str, Any]:
         info, closes = self._get(ticker, "info"), [c for _, c in self._closes(ticker)]

@@ -16,6 +16,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from agentloops import AgentLoopsError
 from market_analyst.models import Clients
 from market_analyst.store import RunStore
 from market_analyst.trades import WAITING
@@ -63,6 +64,12 @@ class TradeAPI:
             )
         except NotTradable as exc:
             return error(f"No trade: {exc}.", 409)
+        except AgentLoopsError as exc:  # saved as failed; proposing again is allowed
+            trade = await run_in_threadpool(self.store.trades.for_run, run_id)
+            failed = trade_view(trade) if trade is not None else None
+            return error(
+                f"The trade proposal stopped: {type(exc).__name__}: {exc}", 502, trade=failed
+            )
         if not new:
             message = (
                 f"Report {run_id} already led to trade {trade['trade_id']} ({trade['status']})."
@@ -84,6 +91,10 @@ class TradeAPI:
             )
         except NotWaiting as exc:
             return error(str(exc), 409)
+        except AgentLoopsError as exc:
+            trade = await run_in_threadpool(self.store.trades.get, trade_id)
+            message = f"The trade stopped: {type(exc).__name__}: {exc}"
+            return error(message, 502, trade=trade_view(trade))
         if not changed:
             first = trade.get("decision") or {}
             mine = "approval" if approve else "denial"

@@ -116,7 +116,7 @@ class Trader:
             NotWaiting: the trade never waited for a person (it went through, was
                 refused, or proposed nothing).
         """
-        trade = self.store.trades.get(trade_id)
+        self.store.trades.get(trade_id)  # an unknown id: UnknownTrade names those waiting
         trade, claimed = self.store.trades.claim_decision(trade_id, approve, by=by, via=via)
         if not claimed:
             if trade.get("decision") is None:

@@ -46,10 +46,12 @@ $(VENV)/.docs-installed: pyproject.toml $(STAMP)
 docs: $(VENV)/.docs-installed
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
-# The Market Analyst offline (deterministic stand-in model), one request per route.
+# The Market Analyst offline (deterministic stand-in model), one request per route, then a
+# buy report that proposes a small simulated trade (the guardian lets it through).
 demo: $(DEMO_STAMP)
 	$(BIN)/python examples/market_analyst.py --offline --yes "Quick snapshot of NVDA"
 	$(BIN)/python examples/market_analyst.py --offline --yes "Investment thesis and strategic risks for MSFT"
+	$(BIN)/python examples/market_analyst.py --offline --yes --trade "Quick snapshot of GOOGL"
 
 # Benchmarks need the peers and matplotlib (the `bench` extra); they are scripts, not tests.
 $(BENCH_STAMP): $(STAMP) pyproject.toml

@@ -71,13 +71,15 @@ def messages_route(anthropic_api: respx.MockRouter) -> respx.Route:
 
 @pytest.fixture
 def instant_analyst_tools(tmp_path: Path) -> Iterator[object]:
-    """The Market Analyst example's tools with no simulated latency and a ledger under
-    `tmp_path`; the example's defaults come back afterwards."""
+    """The Market Analyst example's tools with no simulated latency, a ledger under
+    `tmp_path` and the fixture data; the example's defaults come back afterwards (also
+    after a test that chose another data source, such as `--live` on a fake)."""
     from market_analyst import tools  # examples/ is on pytest's pythonpath
+    from market_analyst.sources import FixtureSource
 
     tools.configure(latency_scale=0, ledger_path=tmp_path / "ledger.jsonl")
     yield tools
-    tools.configure(latency_scale=1.0, ledger_path=Path("ledger.jsonl"))
+    tools.configure(latency_scale=1.0, ledger_path=Path("ledger.jsonl"), source=FixtureSource())
 
 
 # -- every loop under both drivers ---------------------------------------------------------

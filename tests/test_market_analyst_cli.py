@@ -13,7 +13,7 @@ import httpx
 import pytest
 import respx
 from _analyst_app import answers, make_app
-from market_analyst import cli, models
+from market_analyst import cli, flags, models
 from market_analyst.approve import CHOICES
 from market_analyst.demo_model import DemoModel
 from market_analyst.roles import role_of
@@ -365,7 +365,7 @@ DOCS = Path(__file__).resolve().parents[1] / "docs" / "market-analyst.md"
 
 
 def test_every_flag_the_docs_page_names_exists() -> None:
-    parser_flags = set(re.findall(r"--[a-z][a-z-]+", cli.parser().format_help()))
+    parser_flags = set(re.findall(r"--[a-z][a-z-]+", flags.parser().format_help()))
     named = set(re.findall(r"(?<![\w-])--[a-z][a-z-]+", DOCS.read_text(encoding="utf-8")))
     assert named and named <= parser_flags, named - parser_flags
     assert CHOICES in DOCS.read_text(encoding="utf-8")  # the prompt as the page shows it

@@ -285,3 +285,36 @@ def test_a_second_tab_approving_the_same_run_is_refused(browser, served) -> None
         expect(second.locator("#run-status")).to_have_text("published")
         expect(second.locator("#decide")).to_be_hidden()
     assert served.store.decide(run_id, False, by="x", via="test")[1] is False
+
+
+def test_a_trade_after_publishing_waits_and_a_second_tab_cannot_approve_it_again(
+    browser, served
+) -> None:
+    run_id = _pending_run(served, "Quick snapshot of GOOGL")  # the stand-in recommends buy
+    with _tabs(browser, 2) as [first, second]:
+        _open(first, f"{served.url}#run={run_id}")
+        first.click("#approve")
+        expect(first.locator("#run-status")).to_have_text("published")
+        expect(first.locator("#trade-why")).to_contain_text("recommends BUY")
+        first.fill("#trade-budget", "5000")  # 28 shares, 4,934.44 USD: above 1,000
+        first.click("#propose-trade")
+        expect(first.locator("#trade-status")).to_have_text("waiting")
+        expect(first.locator("#trade-summary")).to_contain_text("buy 28 GOOGL")
+        expect(first.locator("#trade-decide")).to_be_visible()
+        expect(first.locator("#trades li")).to_contain_text(["buy 28 GOOGL"])
+
+        _open(second, f"{served.url}#run={run_id}")
+        expect(second.locator("#trade-decide")).to_be_visible()
+        first.bring_to_front()
+        first.click("#approve-trade")
+        expect(first.locator("#trade-status")).to_have_text("executed")
+        expect(first.locator("#trade-ledger")).to_contain_text("approved by tester (web)")
+        second.bring_to_front()
+        second.click("#approve-trade")
+        refusal = second.locator("#trade-message")
+        expect(refusal).to_contain_text("was already decided by tester (web)")
+        expect(refusal).to_contain_text("Your approval was refused")
+        expect(second.locator("#trade-status")).to_have_text("executed")
+        expect(second.locator("#trade-decide")).to_be_hidden()
+    [entry] = tools.ledger_entries(served.store.ledger_path)
+    assert (entry["ticker"], entry["quantity"], entry["approved_by"]) == ("GOOGL", 28, "tester")

@@ -13,10 +13,18 @@ from rich.table import Table
 from rich.text import Text
 
 from market_analyst.display import line
-from market_analyst.memory import Profile, parse_holdings
+from market_analyst.memory import Profile, parse_holdings, parse_tickers
 from market_analyst.store import RunStore, UnknownRun
 
-PROFILE_FLAGS = ("risk_tolerance", "horizon", "holdings", "preferences")
+PROFILE_FLAGS = (
+    "risk_tolerance",
+    "horizon",
+    "holdings",
+    "preferences",
+    "auto_approve_usd",
+    "hard_limit_usd",
+    "trade_tickers",
+)
 
 
 def list_runs(console: Console, store: RunStore) -> int:
@@ -87,6 +95,8 @@ def profile(console: Console, store: RunStore, args: argparse.Namespace) -> int:
     try:
         if "holdings" in changes:
             changes["holdings"] = parse_holdings(changes["holdings"])
+        if "trade_tickers" in changes:
+            changes["trade_tickers"] = parse_tickers(changes["trade_tickers"])
         current = store.profile.update(**changes) if changes else store.profile.get()
     except (ValueError, pydantic.ValidationError) as exc:
         console.print(line((f"Profile not changed: {_reason(exc)}", "red")))
@@ -110,6 +120,9 @@ def profile_table(p: Profile, *, saved: bool = False) -> Table:
         ("horizon", p.horizon),
         ("holdings", held),
         ("preferences", p.preferences or "none"),
+        ("trades without asking", f"up to {p.auto_approve_usd:,.2f} USD"),
+        ("trades refused", f"above {p.hard_limit_usd:,.2f} USD"),
+        ("tradable tickers", ", ".join(p.trade_tickers) or "any"),
     ):
         table.add_row(Text(name, style="bold"), Text(value))
     return table

@@ -14,8 +14,7 @@ import argparse
 import shlex
 import sys
 import uuid
-from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 from rich.console import Console
 from rich.markdown import Markdown
@@ -23,150 +22,15 @@ from rich.panel import Panel
 from rich.text import Text
 
 from agentloops import AgentLoopsError, ConfigurationError, ModelClient, Usage
-from market_analyst import browse, models, tools
+from market_analyst import browse, models, tools, trade_cli
 from market_analyst.approve import Ask, approval, who
 from market_analyst.demo_model import BANNER
 from market_analyst.display import RunView, line, usage_table, verdict_panel
-from market_analyst.memory import Profile
+from market_analyst.flags import REPORTS_DIR, SCRIPT, STATE_DIR, parse_args
 from market_analyst.prompts import FLASH
-from market_analyst.store import RUNNING, RunStore, UnknownRun
+from market_analyst.sources import MissingExtra, live_source
+from market_analyst.store import PUBLISHED, RUNNING, RunStore, UnknownRun
 from market_analyst.workflow import Analyst
-
-SCRIPT = "python examples/market_analyst.py"
-STATE_DIR, REPORTS_DIR = Path(".agentloops"), Path("reports")
-
-
-def _not_negative(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value >= 0:  # also refuses nan
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
-    return value
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be 0 to 65535, got {value}")
-    return value
-
-
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog=SCRIPT,
-        description="Market Analyst: route, research, write, evaluate; a person approves.",
-    )
-    p.add_argument("request", nargs="?", help='e.g. "Quick snapshot of NVDA"')
-    run = p.add_argument_group("a run")
-    run.add_argument(
-        "--mode",
-        choices=("auto", "flash", "deep"),
-        default="auto",
-        help="force a route (auto: the router decides; unclear requests go deep)",
-    )
-    run.add_argument("--yes", action="store_true", help="approve a passing draft at once")
-    run.add_argument("--resume", metavar="RUN_ID", help="continue or decide a saved run")
-    decision = run.add_mutually_exclusive_group()
-    decision.add_argument("--approve", action="store_true", help="with --resume: publish")
-    decision.add_argument("--reject", action="store_true", help="with --resume: reject for good")
-    decision.add_argument(
-        "--edit", action="store_true", help="with --resume: edit the draft in $EDITOR, then publish"
-    )
-    decision.add_argument(
-        "--edited",
-        type=Path,
-        metavar="FILE",
-        help="with --resume: publish this edited Markdown instead of the draft",
-    )
-    run.add_argument("--by", metavar="NAME", help="who decides (default: your login name)")
-    run.add_argument(
-        "--latency",
-        type=_not_negative,
-        default=1.0,
-        help="simulated tool latency scale (0 = instant)",
-    )
-    model = p.add_argument_group("models (remembered by the run; --resume reuses them)")
-    model.add_argument("--offline", action="store_true", help="use the offline stand-in model")
-    model.add_argument(
-        "--base-url", help="an OpenAI-compatible server, e.g. http://localhost:11434/v1"
-    )
-    model.add_argument("--model", help="model name (with --base-url, or a Claude model)")
-    model.add_argument("--planner-model", help="a different model for the planners")
-    model.add_argument("--executor-model", help="a different model for the research steps")
-    model.add_argument(
-        "--structured",
-        metavar="MODE",
-        help="how the OpenAI-compatible client gets JSON (auto, json_schema, prompt)",
-    )
-    model.add_argument("--max-tokens", type=_positive_int, help="output limit per model call")
-    look = p.add_argument_group("runs, archive and profile")
-    look.add_argument("--list", action="store_true", help="list runs waiting or stopped")
-    look.add_argument("--show", metavar="RUN_ID", help="print a run's draft or published report")
-    look.add_argument("--reports", action="store_true", help="list published reports")
-    look.add_argument("--search", metavar="WORDS", help="full-text search of published reports")
-    look.add_argument("--profile", action="store_true", help="show (or, with the flags, set) it")
-    fields = Profile.model_fields
-    look.add_argument("--risk-tolerance", choices=get_args(fields["risk_tolerance"].annotation))
-    look.add_argument("--horizon", choices=get_args(fields["horizon"].annotation))
-    look.add_argument("--holdings", metavar="T=N,...", help='e.g. "NVDA=10,MSFT=2.5" ("" clears)')
-    look.add_argument("--preferences", metavar="TEXT")
-    web = p.add_argument_group("the web app (needs the `web` extra)")
-    web.add_argument(
-        "--web",
-        action="store_true",
-        help="serve the web app on 127.0.0.1 over the same state; type requests in the page",
-    )
-    web.add_argument(
-        "--port", type=_port, default=0, help="with --web: the port (default: a free one)"
-    )
-    p.add_argument("--state-dir", type=Path, default=STATE_DIR)
-    p.add_argument("--reports-dir", type=Path, default=REPORTS_DIR)
-    return p
-
-
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    """The flags, checked: a blank request or a decision without --resume is refused."""
-    p = parser()
-    args = p.parse_args(argv)
-    args.profile = args.profile or any(getattr(args, k) is not None for k in browse.PROFILE_FLAGS)
-    if (args.approve or args.reject or args.edit or args.edited) and not args.resume:
-        p.error("--approve, --reject, --edit and --edited need --resume RUN_ID")
-    if args.request is not None and not args.request.strip():
-        p.error('the request is empty; say what you want, e.g. "Quick snapshot of NVDA"')
-    if args.web and args.request:
-        p.error("--web serves the page; type the request there, not on the command line")
-    if args.port and not args.web:
-        p.error("--port goes with --web")
-    if not (
-        args.web
-        or args.request
-        or args.resume
-        or args.list
-        or args.show
-        or args.reports
-        or args.search is not None
-        or args.profile
-    ):
-        p.error(
-            "give a request, --resume RUN_ID, --list, --show, --reports, --search, --profile "
-            "or --web"
-        )
-    return args
 
 
 def resume_command(args: argparse.Namespace, run_id: str) -> str:
@@ -197,11 +61,25 @@ def main(
         return browse.search(console, store, args.search)
     if args.profile:
         return browse.profile(console, store, args)
-    tools.configure(latency_scale=args.latency, ledger_path=args.state_dir / "ledger.jsonl")
+    if args.trades:
+        return trade_cli.list_trades(console, store)
+    tools.configure(latency_scale=args.latency, ledger_path=store.ledger_path)
+    if args.live:
+        try:
+            tools.configure(source=live_source())
+        except MissingExtra as exc:
+            console.print(line((str(exc), "red")))
+            return 2
     if args.web:
         return _web(console, args, store, model)
     if ask is None and sys.stdin.isatty():
         ask = lambda prompt: console.input(Text(prompt))  # noqa: E731 (a prompt is data too)
+
+    def model_for(record: dict[str, Any]) -> ModelClient:  # the trader: the run's own model
+        return _clients(console, args, record.get("settings"), model).main
+
+    if args.approve_trade or args.deny_trade:
+        return trade_cli.decide(console, store, args, model_for)
     saved: dict[str, Any] | None = None
     if args.resume:
         try:
@@ -210,7 +88,14 @@ def main(
             console.print(line((str(exc), "red")))
             return 2
         if record["status"] != RUNNING:
-            return approval(console, store, record, args, ask, resume_command(args, args.resume))
+            was = record["status"]
+            hint = resume_command(args, args.resume)
+            code = approval(console, store, record, args, ask, hint)
+            fresh = was != PUBLISHED
+            offer = trade_cli.offer(
+                console, store, args.resume, args, ask, model_for, just_published=fresh
+            )
+            return code or offer
         if args.approve or args.reject or args.edit or args.edited:
             console.print(
                 line(
@@ -253,6 +138,7 @@ def main(
                 mode=args.mode,
                 model=settings.describe(),
                 settings=settings.to_dict(),
+                data_notice=tools.settings.source.notice,
             )
     except AgentLoopsError as exc:
         console.print(line((f"The run stopped: {type(exc).__name__}: {exc}", "red")))
@@ -263,7 +149,11 @@ def main(
         console.print(line(f"\nInterrupted. Everything finished so far is saved: {hint}"))
         return 130
     show_outcome(console, record)
-    return approval(console, store, record, args, ask, hint)
+    code = approval(console, store, record, args, ask, hint)
+    main_model = lambda record: clients.main  # noqa: E731
+    return code or trade_cli.offer(
+        console, store, run_id, args, ask, main_model, just_published=True
+    )
 
 
 def _clients(

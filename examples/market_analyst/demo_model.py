@@ -107,6 +107,13 @@ def answer(request: ModelRequest) -> ModelResponse:
         text = _first_user_text(request)
         draft, evidence = _labelled(text, "draft") or "", _labelled(text, "evidence") or ""
         return respond_structured(recommend.verdict(draft, evidence))
+    if role == "trader":  # a price look-up, one trade, then what happened
+        results = {r.call_id: r.content for m in request.messages for r in m.tool_results}
+        made = [
+            (c.name, c.args, results.get(c.id, "")) for m in request.messages for c in m.tool_calls
+        ]
+        kind, move = recommend.trade(_first_user_text(request), made)
+        return use_tools(move) if kind == "call" else respond(move)
     if role == "executor":  # one Plan-and-Execute step: its look-ups at once, then findings
         if not request.messages[-1].tool_results:
             step = _labelled(_first_user_text(request), r"your step[^:\n]*") or task

@@ -2,7 +2,8 @@
 
 The profile (risk tolerance, horizon, holdings, preferences) is set and shown from the
 command line and given to the planner, the reporter and the writer, with the last
-published report on the same ticker, so a new report can say what changed.
+published report on the same ticker, so a new report can say what changed. Its trade
+limits (what may be traded without asking, what never) are the trade guardian's rules.
 """
 
 from __future__ import annotations
@@ -29,6 +30,35 @@ class Profile(pydantic.BaseModel):
         default_factory=dict, description="ticker to number of shares held"
     )
     preferences: str = ""
+    auto_approve_usd: float = pydantic.Field(
+        default=1000.0, ge=0, description="a trade worth up to this goes through without asking"
+    )
+    hard_limit_usd: float = pydantic.Field(
+        default=10000.0, ge=0, description="a trade worth more than this is refused"
+    )
+    trade_tickers: list[str] = pydantic.Field(
+        default_factory=list, description="the tickers the agent may trade (empty: any)"
+    )
+
+    @pydantic.field_validator("trade_tickers")
+    @classmethod
+    def _symbols(cls, tickers: list[str]) -> list[str]:
+        out = []
+        for ticker in tickers:
+            symbol = ticker.strip().upper()
+            if not symbol.isalpha() or not 1 <= len(symbol) <= 5:
+                raise ValueError(f"{ticker!r} is not a ticker symbol")
+            out.append(symbol)
+        return list(dict.fromkeys(out))
+
+    @pydantic.model_validator(mode="after")
+    def _limits(self) -> Profile:
+        if self.auto_approve_usd > self.hard_limit_usd:
+            raise ValueError(
+                f"auto_approve_usd ({self.auto_approve_usd:g}) is above hard_limit_usd "
+                f"({self.hard_limit_usd:g}): a trade cannot go through unasked and be refused"
+            )
+        return self
 
     @pydantic.field_validator("holdings")
     @classmethod
@@ -54,6 +84,20 @@ class Profile(pydantic.BaseModel):
         if self.preferences.strip():
             lines.append(f"Preferences: {' '.join(self.preferences.split())}")
         return " ".join(lines)
+
+    def describe_limits(self) -> str:
+        """The trade guardian's rules, in one paragraph for the trader's prompt."""
+        tickers = ", ".join(self.trade_tickers) or "any ticker"
+        return (
+            f"Trades worth up to {self.auto_approve_usd:,.0f} USD go through at once; larger "
+            f"ones wait for a person; any trade worth more than {self.hard_limit_usd:,.0f} USD "
+            f"is refused. Tradable: {tickers}. Selling more shares than held is refused."
+        )
+
+
+def parse_tickers(text: str) -> list[str]:
+    """ "NVDA, msft" to ["NVDA", "MSFT"]; "" clears (any ticker may be traded)."""
+    return [t.strip() for t in text.split(",") if t.strip()]
 
 
 def parse_holdings(text: str) -> dict[str, float]:

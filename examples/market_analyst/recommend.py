@@ -1,5 +1,5 @@
 """What the offline demo model answers in the judging roles: the replanner, the report
-writer and the evaluator, each by rules on the text it is sent.
+writer, the evaluator and the trader, each by rules on the text it is sent.
 
 The writer's figures are copied from the tool outputs in its prompt and cite them by id;
 its recommendation weighs the strengths and risks those outputs show, and the investor's
@@ -170,3 +170,57 @@ def verdict(draft: str, evidence: str) -> dict[str, Any]:
             "no tool reported an error",
         ],
     }
+
+
+def trade(prompt: str, made: list[tuple[str, dict[str, Any], str]]) -> tuple[str, Any]:
+    """The trader's next move: `("call", (tool, args))` or `("say", text)`.
+
+    `made` is the calls so far with their results. It looks up the price, then proposes
+    one trade: a buy of the budget's worth (default: the investor's unasked limit), or a
+    sale of the budget's worth (default: every share held); then it says what happened.
+    """
+    ticker = (re.findall(r"^Tickers: (\w+)", prompt, re.M) or ["?"])[0]
+    side = (re.findall(r"^Recommendation: (\w+)", prompt, re.M) or ["hold"])[0]
+    results = {name: result for name, _args, result in made}
+    if "execute_trade" in results:
+        outcome = results["execute_trade"]
+        if outcome.startswith("denied"):
+            return "say", (
+                f"No trade: the {side} of {ticker} was refused by the trade guardian or "
+                "denied by a person, so nothing was recorded."
+            )
+        entry = json_objects(outcome)
+        if not entry:
+            return "say", f"No trade: the ledger did not take it ({outcome[:200]})."
+        e = entry[0]
+        return "say", (
+            f"Recorded a simulated {e['side']} of {e['quantity']} {e['ticker']} at "
+            f"{e['price']} USD ({e['value_usd']} USD), approved by {e['approved_by']}."
+        )
+    if "get_stock_snapshot" not in results:
+        return "call", ("get_stock_snapshot", {"ticker": ticker})
+    quotes = json_objects(results["get_stock_snapshot"])
+    if not quotes:
+        return "say", f"No trade: no price for {ticker}."
+    price = float(quotes[0]["price"])
+    budget = re.search(r"^About ([\d,.]+) USD", prompt, re.M)
+    limit = re.search(r"Trades worth up to ([\d,.]+) USD", prompt)
+    held = re.search(rf"\b{ticker} ([\d.]+) shares", prompt)
+    if budget:
+        quantity = int(float(budget.group(1).replace(",", "")) // price)
+    elif side == "sell":
+        quantity = int(float(held.group(1))) if held else 0
+    else:
+        quantity = int(float(limit.group(1).replace(",", "")) // price) if limit else 1
+    if side not in ("buy", "sell") or quantity < 1:
+        why = (
+            "the report recommends no trade"
+            if side not in ("buy", "sell")
+            else (
+                f"no whole share of {ticker} fits at {price} USD"
+                if side == "buy" or budget
+                else f"you hold no {ticker}"
+            )
+        )
+        return "say", f"No trade: {why}."
+    return "call", ("execute_trade", {"ticker": ticker, "side": side, "quantity": quantity})

@@ -20,6 +20,7 @@ _ROLES = {
     "replanner",
     "writer",
     "evaluator",
+    "trader",
 }
 _SCHEMAS = {
     "RouteChoice": "router",

@@ -23,6 +23,7 @@ from market_analyst.data import NOTICE
 from market_analyst.db import transaction
 from market_analyst.memory import ProfileStore
 from market_analyst.report import md_inline
+from market_analyst.trades import TradeStore
 
 RUNNING, PENDING, PUBLISHED, REJECTED = "running", "pending", "published", "rejected"
 
@@ -53,8 +54,8 @@ class Decision:
 
 
 class RunStore:
-    """Run records, decisions, the profile and the archive (`analyst.db`), and the loops'
-    checkpoints (`loops.db`).
+    """Run records, decisions, the profile, the archive and trade proposals (`analyst.db`),
+    the loops' checkpoints (`loops.db`), and the simulated trade ledger (`ledger.jsonl`).
 
     Args:
         state_dir: the directory for both files (created if missing).
@@ -69,6 +70,8 @@ class RunStore:
         self.loops = SQLiteCheckpointer(state_dir / "loops.db")
         self.profile = ProfileStore(self.db_path)
         self.archive: ReportArchive = SQLiteArchive(self.db_path)
+        self.trades = TradeStore(self.db_path)
+        self.ledger_path = state_dir / "ledger.jsonl"
         with transaction(self.db_path, write=True) as db:
             db.execute(
                 "CREATE TABLE IF NOT EXISTS decisions (run_id TEXT PRIMARY KEY,"
@@ -196,7 +199,7 @@ def render_report(record: dict[str, Any], decision: Decision) -> str:
     body = decision.edited if decision.edited is not None else record.get("draft", "")
     return (
         f"# Market analyst report {record['run_id']}\n\n"
-        f"> {NOTICE}\n\n"
+        f"> {record.get('data_notice') or NOTICE}\n\n"
         f"- Request: {md_inline(record['request'])}\n"
         f"- Route: {record.get('route', '?')} ({md_inline(record.get('route_reasoning', ''))})\n"
         f"- Model: {md_inline(record.get('model', '?'))}\n"

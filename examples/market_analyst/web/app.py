@@ -30,15 +30,17 @@ from starlette.responses import FileResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from market_analyst import tools
 from market_analyst.approve import figures_not_in_evidence
-from market_analyst.data import NOTICE
 from market_analyst.demo_model import BANNER
-from market_analyst.memory import Profile, parse_holdings
+from market_analyst.memory import Profile, parse_holdings, parse_tickers
 from market_analyst.models import Clients
 from market_analyst.store import PENDING, PUBLISHED, RUNNING, RunStore
+from market_analyst.trading import TRADABLE
 from market_analyst.web import views
 from market_analyst.web.guard import BadInput, error, guarded, json_body, text_field
 from market_analyst.web.live import LiveRun, LiveRuns
+from market_analyst.web.trade_api import TradeAPI, trade_view
 from market_analyst.workflow import MODES, Analyst
 
 STATIC = Path(__file__).with_name("static")
@@ -54,6 +56,7 @@ class WebApp:
         self.store, self.clients = store, clients
         self.user = user or _login_name()
         self.live = LiveRuns()
+        self.trades = TradeAPI(store, clients, self.user)
 
     def routes(self) -> list[Route | Mount]:
         api: list[tuple[str, Callable[..., Any], list[str]]] = [
@@ -67,6 +70,7 @@ class WebApp:
             ("/api/reports/{run_id}", self.report, ["GET"]),
             ("/api/profile", self.get_profile, ["GET"]),
             ("/api/profile", self.set_profile, ["PUT"]),
+            *self.trades.endpoints(),
         ]
         return [
             Route("/", self.index, methods=["GET"]),
@@ -91,7 +95,8 @@ class WebApp:
                 "model": settings.describe(),
                 "offline": settings.provider == "offline",
                 "banner": BANNER if settings.provider == "offline" else "",
-                "notice": NOTICE,
+                "notice": tools.settings.source.notice,
+                "data_source": tools.settings.source.name,
                 "user": self.user,
                 "modes": ["auto", *MODES],
             }
@@ -110,12 +115,20 @@ class WebApp:
     async def get_run(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
         record = await run_in_threadpool(self.store.get, run_id)
-        return JSONResponse(self._view(record))
+        return JSONResponse(await self._view(record))
 
-    def _view(self, record: dict[str, Any]) -> dict[str, Any]:
+    async def _view(self, record: dict[str, Any]) -> dict[str, Any]:
         live = self.live.get(record["run_id"])
         running = live is not None and not live.done
-        return views.run_view(record, live=live is not None, running=running)
+        view = views.run_view(record, live=live is not None, running=running)
+        trade = await run_in_threadpool(self.store.trades.for_run, record["run_id"])
+        recommendation = (record.get("draft_record") or {}).get("recommendation")
+        view["trade"] = trade_view(trade) if trade is not None else None
+        view["tradable"] = (
+            trade is None and record["status"] == PUBLISHED and recommendation in TRADABLE
+        )
+        view["recommendation"] = recommendation
+        return view
 
     async def events(self, request: Request) -> Response:
         """The run's feed as server-sent events, from the start or after `Last-Event-ID`."""
@@ -161,6 +174,8 @@ class WebApp:
         changes = {k: body[k] for k in Profile.model_fields if k in body}
         if "holdings_text" in body:
             changes["holdings"] = parse_holdings(text_field(body, "holdings_text"))
+        if "trade_tickers_text" in body:
+            changes["trade_tickers"] = parse_tickers(text_field(body, "trade_tickers_text"))
         try:
             profile = await run_in_threadpool(lambda: self.store.profile.update(**changes))
         except pydantic.ValidationError as exc:
@@ -190,7 +205,12 @@ class WebApp:
         settings = self.clients.settings
         await run_in_threadpool(
             lambda: analyst.start(
-                text, run_id, mode=mode, model=settings.describe(), settings=settings.to_dict()
+                text,
+                run_id,
+                mode=mode,
+                model=settings.describe(),
+                settings=settings.to_dict(),
+                data_notice=tools.settings.source.notice,
             )
         )
         self.live.start(run_id, analyst, live)
@@ -222,7 +242,7 @@ class WebApp:
         record, changed = await run_in_threadpool(
             lambda: self.store.decide(run_id, approve, by=by, via=via, edited=edited)
         )
-        view = self._view(record)
+        view = await self._view(record)
         if not changed:
             return error(_already(record, approve), 409, run=view)
         if record["status"] == PUBLISHED:

@@ -12,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from market_analyst.store import NoDraftYet, UnknownRun
+from market_analyst.trades import UnknownTrade
 
 
 class BadInput(ValueError):
@@ -57,7 +58,7 @@ def guarded(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
             response: Response = await handler(request)
         except BadInput as exc:
             return error(str(exc), exc.status)
-        except UnknownRun as exc:
+        except (UnknownRun, UnknownTrade) as exc:
             return error(str(exc), 404)
         except NoDraftYet as exc:
             return error(str(exc), 409)

@@ -106,6 +106,8 @@ def report_line(report: ArchivedReport | SearchHit) -> dict[str, Any]:
 
 
 def profile_view(profile: Profile) -> dict[str, Any]:
-    """The profile, with its holdings also as the text the form edits ("NVDA=10, ...")."""
+    """The profile, with its holdings and tradable tickers also as the text the form edits
+    ("NVDA=10, ...", "NVDA, MSFT")."""
     held = ", ".join(f"{t}={n:g}" for t, n in profile.holdings.items())
-    return {**profile.model_dump(), "holdings_text": held}
+    tradable = ", ".join(profile.trade_tickers)
+    return {**profile.model_dump(), "holdings_text": held, "trade_tickers_text": tradable}

@@ -14,6 +14,12 @@ const KINDS = [
   ["output_tokens", "output"],
 ];
 
+const PROFILE_FIELDS = [
+  "risk_tolerance", "horizon", "holdings_text", "preferences",
+  "auto_approve_usd", "hard_limit_usd", "trade_tickers_text",
+];
+const NUMBERS = new Set(["auto_approve_usd", "hard_limit_usd"]);
+
 let current = null; // the run shown: {id, source, record, usage, calls, tools, t0}
 let me = "";
 
@@ -85,6 +91,8 @@ async function openRun(runId) {
   $("draft").className = "markdown muted";
   show($("decide"), false);
   show($("editor"), false);
+  show($("trade"), false);
+  say($("trade-message"), "");
   renderTokens({}, 0);
   const { ok, data } = await api(`/api/runs/${encodeURIComponent(runId)}`);
   if (!ok) {
@@ -118,6 +126,7 @@ function renderRecord(run) {
   const decided = run.decision;
   show($("decide"), run.status === "pending");
   if (run.status !== "pending") show($("editor"), false);
+  renderTrade(run);
   if (decided && !$("decision").textContent) {
     const edited = decided.edited ? ", with edits" : "";
     say($("decision"), `${run.status === "published" ? "Published" : "Rejected"} by ` +
@@ -345,6 +354,93 @@ async function decide(action, markdown) {
   refreshReports();
 }
 
+// -- the trade an approved report may lead to (simulated) ---------------------------------
+
+function renderTrade(run) {
+  const trade = run.trade;
+  show($("trade"), Boolean(trade) || run.tradable);
+  show($("trade-offer"), !trade && run.tradable);
+  show($("trade-card"), Boolean(trade));
+  if (!trade) {
+    if (run.tradable) {
+      $("trade-why").textContent =
+        `The published report recommends ${String(run.recommendation).toUpperCase()}. The agent may ` +
+        "propose one trade: the trade guardian lets a small one through, asks you about a " +
+        "larger one, and refuses one over the hard limit or outside your profile.";
+    }
+    return;
+  }
+  $("trade-status").textContent = trade.status;
+  $("trade-status").className = `badge ${trade.status}`;
+  $("trade-id").textContent = trade.trade_id;
+  $("trade-summary").textContent = trade.summary;
+  const reasons = trade.calls.flatMap((c) => c.reasons || []);
+  $("trade-reasons").replaceChildren(...reasons.map((r) => el("li", `Refused: ${r}`)));
+  const entry = trade.ledger_entry;
+  $("trade-ledger").textContent = entry
+    ? `Ledger: ${entry.side} ${entry.quantity} ${entry.ticker} at ${entry.price} USD, approved by ` +
+      `${entry.approved_by} (${entry.via}) at ${entry.at}.`
+    : trade.decision
+      ? `${trade.decision.approved ? "Approved" : "Denied"} by ${trade.decision.by} ` +
+        `(${trade.decision.via}) at ${trade.decision.at}; nothing in the ledger.`
+      : "";
+  $("trade-answer").textContent = trade.answer ? `Agent: ${trade.answer}` : trade.error || "";
+  show($("trade-decide"), trade.status === "waiting");
+}
+
+async function proposeTrade() {
+  const runId = current.id;
+  const raw = $("trade-budget").value.trim();
+  $("propose-trade").disabled = true;
+  try {
+    const { ok, data } = await api(`/api/runs/${encodeURIComponent(runId)}/trade`, {
+      method: "POST",
+      body: { budget_usd: raw === "" ? null : Number(raw), by: $("by").value.trim() || me },
+    });
+    if (!current || current.id !== runId) return;
+    say($("trade-message"), ok ? data.message : data.error, ok ? "done" : "error refused");
+    await reloadRun(runId);
+    refreshTrades();
+  } finally {
+    $("propose-trade").disabled = false;
+  }
+}
+
+async function decideTrade(action) {
+  const runId = current.id;
+  const tradeId = current.record.trade.trade_id;
+  const { ok, data } = await api(`/api/trades/${encodeURIComponent(tradeId)}/decision`, {
+    method: "POST",
+    body: { action, by: $("by").value.trim() || me },
+  });
+  if (!current || current.id !== runId) return;
+  say($("trade-message"), ok ? data.message : data.error, ok ? "done" : "error refused");
+  await reloadRun(runId);
+  refreshTrades();
+}
+
+async function reloadRun(runId) {
+  const { ok, data } = await api(`/api/runs/${encodeURIComponent(runId)}`);
+  if (ok && current && current.id === runId) renderRecord(data);
+}
+
+async function refreshTrades() {
+  const { ok, data } = await api("/api/trades");
+  if (!ok) return;
+  const items = data.waiting.map((t) => {
+    const item = el("li");
+    const link = el("a", "", "run-link");
+    link.href = `#run=${encodeURIComponent(t.run_id)}`;
+    link.append(el("span", t.summary, "title"));
+    const meta = el("span", "", "meta");
+    meta.append(el("span", t.trade_id, "mono"), " ", el("span", "waiting", "badge small waiting"));
+    link.append(meta);
+    item.append(link);
+    return item;
+  });
+  $("trades").replaceChildren(...(items.length ? items : [el("li", "none", "muted")]));
+}
+
 // -- lists, archive, profile -------------------------------------------------------------------
 
 function runLink(run) {
@@ -425,16 +521,16 @@ async function openReport(runId) {
 async function loadProfile() {
   const { ok, data } = await api("/api/profile");
   if (!ok) return;
-  for (const key of ["risk_tolerance", "horizon", "holdings_text", "preferences"]) $(key).value = data[key];
+  for (const key of PROFILE_FIELDS) $(key).value = data[key];
 }
 
 async function saveProfile(event) {
   event.preventDefault();
   const body = {};
-  for (const key of ["risk_tolerance", "horizon", "holdings_text", "preferences"]) body[key] = $(key).value;
+  for (const key of PROFILE_FIELDS) body[key] = NUMBERS.has(key) ? Number($(key).value) : $(key).value;
   const { ok, data } = await api("/api/profile", { method: "PUT", body });
   if (ok) {
-    for (const key of ["risk_tolerance", "horizon", "holdings_text", "preferences"]) $(key).value = data[key];
+    for (const key of PROFILE_FIELDS) $(key).value = data[key];
     say($("profile-message"), "Saved. New runs use it.", "done");
   } else {
     say($("profile-message"), data.error, "error");
@@ -502,9 +598,12 @@ async function init() {
     refreshReports();
   });
   $("profile").addEventListener("submit", saveProfile);
+  $("propose-trade").addEventListener("click", proposeTrade);
+  $("approve-trade").addEventListener("click", () => decideTrade("approve"));
+  $("deny-trade").addEventListener("click", () => decideTrade("deny"));
   window.addEventListener("hashchange", route);
-  await Promise.all([refreshRuns(), refreshReports(""), loadProfile()]);
-  setInterval(refreshRuns, 5000); // runs started or decided elsewhere (another tab, the CLI)
+  await Promise.all([refreshRuns(), refreshReports(""), loadProfile(), refreshTrades()]);
+  setInterval(() => { refreshRuns(); refreshTrades(); }, 5000); // changes made elsewhere
   route();
   document.body.dataset.ready = "1";
 }

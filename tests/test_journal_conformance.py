@@ -9,9 +9,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,13 +19,10 @@ from agentloops import (
     JournalConflict,
     Lease,
     LeaseLost,
-    MemoryStore,
-    PostgresStore,
     RunExists,
     RunLeased,
     RunNotFound,
     RunStore,
-    SQLiteStore,
     StoreError,
 )
 
@@ -36,18 +31,11 @@ SHORT = 0.05  # a TTL that has lapsed by the time we sleep LAPSE
 LAPSE = 0.06
 
 
-@pytest.fixture(params=BACKENDS)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RunStore]:
-    if request.param == "memory":
-        yield MemoryStore()
-    elif request.param == "sqlite":
-        with SQLiteStore(tmp_path / "runs.db") as sqlite_store:
-            yield sqlite_store
-    else:
-        with PostgresStore(request.getfixturevalue("postgres_conninfo")) as pg_store:
-            with pg_store.connect(autocommit=True) as conn:
-                conn.execute("TRUNCATE agentloops_runs, agentloops_journal")
-            yield pg_store
+@pytest.fixture
+def store(durable_store: RunStore) -> RunStore:
+    """Each backend in turn (`durable_store` in tests/conftest.py; PostgreSQL only when a
+    server is set)."""
+    return durable_store
 
 
 def lapse(lease: Lease) -> None:

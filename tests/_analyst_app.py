@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from market_analyst import cli
-from market_analyst.store import RunStore
+from market_analyst.store import AnalystStore
 
 from agentloops import ModelClient
 
@@ -22,7 +22,7 @@ class App:
 
     def __init__(self, root: Path):
         self.root = root
-        self.store = RunStore(root / ".agentloops", root / "reports")
+        self.store = AnalystStore(root / ".agentloops", root / "reports")
 
     def __call__(
         self, *argv: str, model: ModelClient | None = None, ask: Callable[[str], str] | None = None
@@ -30,7 +30,7 @@ class App:
         return cli.main([*argv, "--latency", "0"], model=model, ask=ask)
 
     def only_run(self) -> dict[str, Any]:
-        [run_id] = self.store.records.list_runs()
+        [run_id] = self.store.run_ids()
         return self.store.get(run_id)
 
     def reports(self) -> list[Path]:

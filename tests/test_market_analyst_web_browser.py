@@ -25,7 +25,7 @@ import pytest
 from market_analyst import models, tools
 from market_analyst.demo_model import DemoModel
 from market_analyst.roles import role_of
-from market_analyst.store import RunStore
+from market_analyst.store import AnalystStore
 from market_analyst.web import serve
 from market_analyst.web.app import create_app
 from market_analyst.workflow import Analyst
@@ -78,7 +78,7 @@ class HeldWriter:
 @dataclass
 class Served:
     url: str
-    store: RunStore
+    store: AnalystStore
     model: HeldWriter
 
 
@@ -92,7 +92,7 @@ def browser() -> Iterator[Browser]:
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[Served]:
-    store = RunStore(tmp_path / ".agentloops", tmp_path / "reports")
+    store = AnalystStore(tmp_path / ".agentloops", tmp_path / "reports")
     held = HeldWriter()
     settings = models.ModelSettings(provider="offline")
     clients = models.Clients(held.model, held.model, held.model, settings)
@@ -163,7 +163,7 @@ def _pending_run(served: Served, request: str) -> str:
     line would), without the tools' latency."""
     tools.configure(latency_scale=0)
     try:
-        run_id = f"ma-seed{len(served.store.records.list_runs()):03d}"
+        run_id = f"ma-seed{len(served.store.run_ids()):03d}"
         Analyst(DemoModel(), served.store).run(request, run_id, model="offline")
     finally:
         tools.configure(latency_scale=LATENCY)
@@ -262,7 +262,7 @@ def test_a_deep_run_pauses_is_approved_with_an_edit_and_is_archived(
         expect(page.locator("#report-body")).to_contain_text("A cloud price war (added in review).")
         expect(page.locator("#report-meta")).to_contain_text("approved by tester")
 
-    [run_id] = [r for r in served.store.records.list_runs() if r != earlier]
+    [run_id] = [r for r in served.store.run_ids() if r != earlier]
     decision = served.store.get(run_id)["decision"]
     assert decision["edited"] == edited and decision["via"] == "web, edited"
 

@@ -61,12 +61,12 @@ def main(
             label="web" if args.web else "cli",
         )
     except OldStateFile as exc:
-        console.print(line((str(exc), "red")))
+        console.print(line((str(exc), "red")), soft_wrap=True)  # the command stays whole
         return 2
     try:
         return _main(args, console, store, model, ask)
     except RunLeased as exc:  # another process works on this run or trade now
-        console.print(line((journal.lease_message(exc), "yellow")))
+        console.print(line((journal.lease_message(exc), "yellow")), soft_wrap=True)
         return journal.LEASED
 
 
@@ -105,6 +105,7 @@ def _main(
         return _clients(console, args, record.get("settings"), model).main
 
     if args.approve_trade or args.deny_trade:
+        journal.refuse_if_held(store.runs, args.approve_trade or args.deny_trade)
         return trade_cli.decide(console, store, args, model_for)
     saved: dict[str, Any] | None = None
     if args.resume:
@@ -113,6 +114,7 @@ def _main(
         except UnknownRun as exc:
             console.print(line((str(exc), "red")))
             return 2
+        journal.refuse_if_held(store.runs, args.resume)
         if record["status"] != RUNNING:
             was = record["status"]
             hint = resume_command(args, args.resume)

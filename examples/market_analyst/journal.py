@@ -44,9 +44,24 @@ def lease_message(exc: RunLeased) -> str:
     left = max(0, round((until - dt.datetime.now(dt.timezone.utc)).total_seconds()))
     return (
         f"{exc.run_id} is held by {exc.holder} until {until:%H:%M:%S} UTC ({left} s): another "
-        "process is working on it. Try again when it is done; if it crashed, its lease lapses "
-        "then and the run can be taken over."
+        "process is working on it. Try again after that; a crashed holder's lease lapses then."
     )
+
+
+def refuse_if_held(runs: SQLiteStore, run_id: str) -> None:
+    """Raise `RunLeased` now if another process holds `run_id`, before this one starts
+    models or prints anything. (Taking the lease is what decides; this only says it early.)"""
+    try:
+        info = runs.run_info(run_id)
+    except RunNotFound:
+        return
+    if info.leased and info.holder is not None and info.lease_expires_at is not None:
+        raise RunLeased(
+            f"run {run_id!r} is leased by {info.holder!r} until {info.lease_expires_at}",
+            run_id=run_id,
+            holder=info.holder,
+            until=info.lease_expires_at,
+        )
 
 
 class Held:

@@ -199,7 +199,7 @@ def record_trade(
             file.seek(0)
             earlier = _find(file.read(), trade_id) if trade_id else None
             if earlier is not None and call_key is not None and earlier.get("call_key") == call_key:
-                return _json({"recorded": True, "ledger": str(path), **earlier})
+                return _recorded(path, earlier)
             if earlier is not None:
                 raise ValueError(
                     f"trade {trade_id} is already in the ledger ({earlier['side']} "
@@ -207,7 +207,13 @@ def record_trade(
                     "one trade per proposal"
                 )
             file.write(json.dumps(entry) + "\n")
-    return _json({"recorded": True, "ledger": str(path), **entry})
+    return _recorded(path, entry)
+
+
+def _recorded(path: Path, entry: dict[str, Any]) -> str:
+    """What the trader is told: the ledger line (its idempotency key is the loop's affair)."""
+    shown = {k: v for k, v in entry.items() if k != "call_key"}
+    return _json({"recorded": True, "ledger": str(path), **shown})
 
 
 def _find(text: str, trade_id: str) -> dict[str, Any] | None:

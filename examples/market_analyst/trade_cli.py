@@ -21,12 +21,19 @@ from rich.table import Table
 from rich.text import Text
 
 from agentloops import AgentLoopsError, ModelClient, RunLeased
-from market_analyst import models
+from market_analyst import journal, models
 from market_analyst.approve import Ask, who
 from market_analyst.display import RunView, line
 from market_analyst.flags import SCRIPT
 from market_analyst.store import PUBLISHED, AnalystStore
-from market_analyst.trades import OPEN, WAITING, UnknownTrade
+from market_analyst.trades import (
+    APPLYING,
+    OPEN,
+    PROPOSING,
+    WAITING,
+    UnknownTrade,
+    trade_id_for,
+)
 from market_analyst.trading import TRADABLE, NotTradable, NotWaiting, Trader, describe
 
 ModelFor = Callable[[dict[str, Any]], ModelClient]
@@ -77,6 +84,7 @@ def offer(
             return 0
         if answer.strip().lower() not in ("y", "yes"):
             return 0
+    journal.refuse_if_held(store.runs, trade_id_for(run_id))  # before a model is started
     try:
         trader = Trader(model_for(record), store, on_event=RunView(console))
         trade, new = trader.propose(run_id, by=who(args), budget_usd=args.budget)
@@ -188,10 +196,20 @@ def list_trades(console: Console, store: AnalystStore) -> int:
         table.add_column(column)
     for t in found:
         decided = (t.get("decision") or {}).get("by") or _approver(t)
-        cells = (t["trade_id"], t["run_id"], t["status"], describe(t), decided)
+        cells = (t["trade_id"], t["run_id"], _status(t), describe(t), decided)
         table.add_row(*map(Text, cells))
     console.print(table)
     return 0
+
+
+def _status(trade: dict[str, Any]) -> str:
+    """The status, and for one caught part-way, whether a process is on it now."""
+    status = str(trade["status"])
+    if trade.get("lease"):
+        return f"{status} (held by {trade['lease']['holder']})"
+    if status in (PROPOSING, APPLYING):  # its process died: the next attempt finishes it
+        return f"{status} (stopped; propose or decide again to finish it)"
+    return status
 
 
 def _approver(trade: dict[str, Any]) -> str:

@@ -30,9 +30,10 @@ from market_analyst.approve import Ask, approval, who
 from market_analyst.demo_model import BANNER
 from market_analyst.display import RunView, line, usage_table, verdict_panel
 from market_analyst.flags import REPORTS_DIR, SCRIPT, STATE_DIR, parse_args
+from market_analyst.layout import OldStateFile
 from market_analyst.prompts import FLASH
 from market_analyst.sources import MissingExtra, live_source
-from market_analyst.store import PUBLISHED, RUNNING, AnalystStore, OldStateFile, UnknownRun
+from market_analyst.store import PUBLISHED, RUNNING, AnalystStore, UnknownRun
 from market_analyst.workflow import Analyst
 
 

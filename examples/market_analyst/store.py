@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import os
-import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -30,6 +29,7 @@ from agentloops.journal import JournalRecord, RunInfo
 from market_analyst import journal
 from market_analyst.archive import ArchivedReport, ReportArchive, SQLiteArchive
 from market_analyst.data import NOTICE
+from market_analyst.layout import refuse_old_layout
 from market_analyst.memory import ProfileStore
 from market_analyst.report import md_inline
 from market_analyst.trades import Trades
@@ -37,9 +37,6 @@ from market_analyst.trades import Trades
 RUNNING, PENDING, PUBLISHED, REJECTED = "running", "pending", "published", "rejected"
 KIND = "market_analyst"
 """The kind of the analyst's journals in the run store."""
-
-_OLD_TABLES = ("runs", "decisions", "trades", "trade_decisions")
-
 
 class UnknownRun(LookupError):
     """No run with this id; the message lists the runs waiting for a decision."""
@@ -52,10 +49,6 @@ class UnknownRun(LookupError):
 
 class NoDraftYet(ValueError):
     """A decision on a run that has not reached its draft."""
-
-
-class OldStateFile(RuntimeError):
-    """`analyst.db` was written by the example before its runs were journals."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,7 +89,7 @@ class AnalystStore:
         state_dir.mkdir(parents=True, exist_ok=True)
         self.state_dir, self.reports_dir = state_dir, reports_dir
         self.db_path = state_dir / "analyst.db"
-        _refuse_old_layout(self.db_path)
+        refuse_old_layout(self.db_path)
         self.runs = SQLiteStore(self.db_path)
         self.lease_ttl, self.label = lease_ttl, label
         self.profile = ProfileStore(self.db_path)
@@ -281,32 +274,6 @@ def _lease(info: RunInfo) -> dict[str, str] | None:
     if not info.leased or info.lease_expires_at is None:
         return None
     return {"holder": str(info.holder), "until": info.lease_expires_at.isoformat()}
-
-
-def _refuse_old_layout(path: Path) -> None:
-    """Refuse a database from before runs were journals, instead of misreading it."""
-    if not path.exists():
-        return
-    try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    except sqlite3.Error:
-        return  # not ours to judge: the run store reports what is wrong with it
-    try:
-        rows = db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
-    except sqlite3.Error:
-        return
-    finally:
-        db.close()
-    old = sorted({name for (name,) in rows} & set(_OLD_TABLES))
-    if old:
-        aside = path.with_name(path.name + ".old")
-        raise OldStateFile(
-            f"{path} was written by an earlier version of this example (it keeps runs in "
-            f"the tables {', '.join(old)}; runs are now journals on the library's run "
-            f"store), and this version cannot read its runs. Move it aside and start "
-            f"afresh: mv {path} {aside} (published reports stay in the reports directory "
-            f"as Markdown, trades in ledger.jsonl), or give another --state-dir."
-        )
 
 
 def render_report(record: dict[str, Any], decision: Decision) -> str:

@@ -17,11 +17,11 @@ only until the next attempt takes it over and finishes it from the journals.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from agentloops import RunNotFound, SQLiteStore
-from agentloops.journal import JournalRecord, RunInfo
+from agentloops.journal import JournalRecord, Lease, RunInfo
 from market_analyst import journal
 
 PROPOSING, WAITING, APPLYING = "proposing", "waiting", "applying"
@@ -87,10 +87,12 @@ class Trades:
         )
         return trade
 
-    @contextmanager
-    def start(self, trade_id: str, proposed: Mapping[str, Any]) -> Iterator[journal.Held]:
-        """A new proposal's journal, held while the block runs (`RunExists` if the report
-        led to one before)."""
+    def start(self, trade_id: str, proposed: Mapping[str, Any]) -> Lease:
+        """Create a proposal's journal, held by this process: the lease for `held`.
+
+        Raises:
+            RunExists: the report led to a proposal before.
+        """
         lease = self.runs.start(
             trade_id,
             kind=KIND,
@@ -99,9 +101,16 @@ class Trades:
             meta={"run_id": proposed["run_id"]},
             status=PROPOSING,
         )
-        with journal.hold(self.runs, lease, fold) as held:
-            held.add("proposed", proposed)
-            yield held
+        try:
+            self.runs.append(lease, "proposed", proposed)
+        except BaseException:
+            self.runs.release(lease)
+            raise
+        return lease
+
+    def held(self, lease: Lease) -> AbstractContextManager[journal.Held]:
+        """The proposal `lease` holds, while the block runs; released after."""
+        return journal.hold(self.runs, lease, fold)
 
     @contextmanager
     def hold(self, trade_id: str) -> Iterator[journal.Held]:

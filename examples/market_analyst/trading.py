@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from agentloops import EventSink, ModelClient, ReActLoop, ReActResult, RunExists
+from agentloops import EventSink, ModelClient, ReActLoop, ReActResult, RunExists, StoreError
 from market_analyst import journal, tools
 from market_analyst.archive import ArchivedReport
 from market_analyst.guardian import Approver, Check, Guardian
@@ -112,10 +112,12 @@ class Trader:
         }
         trades, trade_id = self.store.trades, trade_id_for(run_id)
         try:
-            with trades.start(trade_id, proposed) as held:
-                return self._propose(held), True
+            lease = trades.start(trade_id, proposed)
         except RunExists:
-            pass
+            pass  # proposed before: see below
+        else:
+            with trades.held(lease) as held:
+                return self._propose(held), True
         with trades.hold(trade_id) as held:
             status = held.record["status"]
             if status == FAILED:  # a provider error, say: continue where it stopped
@@ -228,6 +230,8 @@ class Trader:
                 ttl=self.store.lease_ttl,
                 parent=trade_id,
             )
+        except StoreError:
+            raise  # the store's trouble (a lease lost), not the proposal's: left as it was
         except Exception as exc:
             self._settle(held, guardian, None, error=f"{type(exc).__name__}: {exc}")
             raise

@@ -38,6 +38,7 @@ RUNNING, PENDING, PUBLISHED, REJECTED = "running", "pending", "published", "reje
 KIND = "market_analyst"
 """The kind of the analyst's journals in the run store."""
 
+
 class UnknownRun(LookupError):
     """No run with this id; the message lists the runs waiting for a decision."""
 

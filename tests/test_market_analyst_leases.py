@@ -7,10 +7,7 @@ and a state file from before the journals is refused with what to do."""
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import select
 import signal
 import subprocess
 import sys
@@ -20,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _analyst_app import make_app
+from _analyst_app import Worker, child_env, make_app
 from market_analyst import models, tools
 from market_analyst.archive import SQLiteArchive
 from market_analyst.demo_model import DemoModel
@@ -35,7 +32,6 @@ from agentloops import RunLeased, SQLiteCheckpointer
 pytestmark = [pytest.mark.usefixtures("instant_analyst_tools"), pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[1]
-WORKER = Path(__file__).with_name("_analyst_worker.py")
 THESIS = "Investment thesis and strategic risks for MSFT"
 TTL = 1.0  # the second processes' leases: a crashed one's run is free a second later
 
@@ -43,36 +39,6 @@ TTL = 1.0  # the second processes' leases: a crashed one's run is free a second 
 @pytest.fixture
 def app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     return make_app(tmp_path, monkeypatch)
-
-
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
-    return {**env, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
-
-
-class Worker:
-    """tests/_analyst_worker.py in a process of its own, killed at the end."""
-
-    def __init__(self, *argv: object):
-        command = [sys.executable, str(WORKER), *map(str, argv)]
-        self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=_env())
-
-    def read(self, timeout: float = 30) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        assert ready, f"worker {self.proc.pid} said nothing within {timeout}s"
-        line = self.proc.stdout.readline()
-        assert line, f"worker {self.proc.pid} exited with {self.proc.wait()}"
-        said: dict[str, Any] = json.loads(line)
-        return said
-
-    def kill(self) -> None:
-        """SIGKILL: no `finally`, no release; its leases lapse on their own."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-        assert self.proc.stdout is not None
-        self.proc.stdout.close()
 
 
 @pytest.fixture
@@ -107,7 +73,7 @@ def test_a_run_held_by_another_process_is_refused_then_taken_over_when_it_crashe
 ) -> None:
     command = [sys.executable, str(ROOT / "examples" / "market_analyst.py"), THESIS]
     command += ["--offline", "--latency", "5", "--lease-ttl", str(TTL)]
-    first = subprocess.Popen(command, cwd=app.root, env=_env(), stdout=subprocess.DEVNULL)
+    first = subprocess.Popen(command, cwd=app.root, env=child_env(), stdout=subprocess.DEVNULL)
     try:
         _until(lambda: bool(app.store.run_ids()))
         [run_id] = app.store.run_ids()
@@ -198,9 +164,14 @@ def test_a_proposal_whose_process_died_is_finished_by_the_next_attempt(
     with pytest.raises(RunLeased) as held:
         Trader(DemoModel(), app.store).propose(run_id, by="me")
     assert f":{worker.proc.pid}:" in held.value.holder and "(worker)" in held.value.holder
+    capsys.readouterr()
+    assert app("--trades") == 0
+    assert f"proposing (held by {held.value.holder})" in " ".join(capsys.readouterr().out.split())
     worker.kill()
     _until(_lapsed(app.store, trade_id), 10)
-    capsys.readouterr()
+    assert app("--trades") == 0
+    listed = " ".join(capsys.readouterr().out.split())
+    assert "proposing (stopped; propose or decide again" in listed
     assert app("--resume", run_id, "--trade") == 0  # the next attempt finishes it
     trade = app.store.trades.get(trade_id)
     assert trade["status"] == "executed" and trade["requested_by"] == "worker"

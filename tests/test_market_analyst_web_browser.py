@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from _analyst_app import Worker
 from market_analyst import models, tools
 from market_analyst.demo_model import DemoModel
 from market_analyst.roles import role_of
@@ -318,3 +319,29 @@ def test_a_trade_after_publishing_waits_and_a_second_tab_cannot_approve_it_again
         expect(second.locator("#trade-decide")).to_be_hidden()
     [entry] = tools.ledger_entries(served.store.ledger_path)
     assert (entry["ticker"], entry["quantity"], entry["approved_by"]) == ("GOOGL", 28, "tester")
+
+
+def test_a_run_another_process_holds_shows_who_and_its_approval_waits_for_the_lease(
+    browser, served, tmp_path: Path
+) -> None:
+    run_id = _pending_run(served, "Quick snapshot of AMD")
+    holder = Worker("hold", tmp_path / ".agentloops", run_id, 1.0)  # a lease of one second
+    try:
+        held = holder.read()["held"]
+        with _tabs(browser) as [page]:
+            _open(page, f"{served.url}#run={run_id}")
+            expect(page.locator("#run-error")).to_contain_text(f"Held by {held} until")
+            page.click("#approve")
+            refusal = page.locator("#decision")
+            expect(refusal).to_contain_text(f"{run_id} is held by {held} until")
+            expect(refusal).to_contain_text("another process is working on it")
+            expect(page.locator("#run-status")).to_have_text("pending")
+            holder.kill()  # it crashed: its lease lapses a second later
+            deadline = time.monotonic() + 10
+            while served.store.runs.run_info(run_id).leased:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            page.click("#approve")
+            expect(page.locator("#decision")).to_contain_text(f"Published {run_id}")
+    finally:
+        holder.kill()

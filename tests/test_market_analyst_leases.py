@@ -33,7 +33,7 @@ pytestmark = [pytest.mark.usefixtures("instant_analyst_tools"), pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 THESIS = "Investment thesis and strategic risks for MSFT"
-TTL = 1.0  # the second processes' leases: a crashed one's run is free a second later
+TTL = 2.0  # the second processes' leases: a crashed one's run is free two seconds later
 
 
 @pytest.fixture
@@ -72,7 +72,7 @@ def test_a_run_held_by_another_process_is_refused_then_taken_over_when_it_crashe
     app, capsys
 ) -> None:
     command = [sys.executable, str(ROOT / "examples" / "market_analyst.py"), THESIS]
-    command += ["--offline", "--latency", "5", "--lease-ttl", str(TTL)]
+    command += ["--offline", "--latency", "5", "--lease-ttl", "3"]
     first = subprocess.Popen(command, cwd=app.root, env=child_env(), stdout=subprocess.DEVNULL)
     try:
         _until(lambda: bool(app.store.run_ids()))

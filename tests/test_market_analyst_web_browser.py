@@ -325,7 +325,7 @@ def test_a_run_another_process_holds_shows_who_and_its_approval_waits_for_the_le
     browser, served, tmp_path: Path
 ) -> None:
     run_id = _pending_run(served, "Quick snapshot of AMD")
-    holder = Worker("hold", tmp_path / ".agentloops", run_id, 1.0)  # a lease of one second
+    holder = Worker("hold", tmp_path / ".agentloops", run_id, 2.0)  # a lease of two seconds
     try:
         held = holder.read()["held"]
         with _tabs(browser) as [page]:
@@ -336,7 +336,7 @@ def test_a_run_another_process_holds_shows_who_and_its_approval_waits_for_the_le
             expect(refusal).to_contain_text(f"{run_id} is held by {held} until")
             expect(refusal).to_contain_text("another process is working on it")
             expect(page.locator("#run-status")).to_have_text("pending")
-            holder.kill()  # it crashed: its lease lapses a second later
+            holder.kill()  # it crashed: its lease lapses two seconds later
             deadline = time.monotonic() + 10
             while served.store.runs.run_info(run_id).leased:
                 assert time.monotonic() < deadline

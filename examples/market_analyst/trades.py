@@ -57,20 +57,23 @@ class Trades:
 
     def get(self, trade_id: str) -> dict[str, Any]:
         """The proposal; raises `UnknownTrade` (listing waiting trades) for an unknown id."""
-        try:
-            info = self.runs.run_info(trade_id)
-        except RunNotFound:
-            info = None
-        if info is None or info.kind != KIND:
-            raise UnknownTrade(trade_id, [t["trade_id"] for t in self.list(WAITING)])
+        info = self._info(trade_id)
+        if info is None:
+            waiting = self.runs.list_runs(kind=KIND, status=WAITING)
+            raise UnknownTrade(trade_id, [i.run_id for i in waiting])
         return self._trade(info)
 
     def for_run(self, run_id: str) -> dict[str, Any] | None:
         """The proposal made after `run_id`'s report, if any."""
+        info = self._info(trade_id_for(run_id))
+        return None if info is None else self._trade(info)
+
+    def _info(self, trade_id: str) -> RunInfo | None:
         try:
-            return self.get(trade_id_for(run_id))
-        except UnknownTrade:
+            info = self.runs.run_info(trade_id)
+        except RunNotFound:
             return None
+        return info if info.kind == KIND else None
 
     def list(self, *statuses: str) -> list[dict[str, Any]]:
         """Proposals with one of `statuses` (all when none given), newest first."""

@@ -27,7 +27,7 @@ from market_analyst.trading import Trader
 from market_analyst.web.app import create_app
 from starlette.testclient import TestClient
 
-from agentloops import RunLeased, SQLiteCheckpointer
+from agentloops import RunLeased, RunNotFound, SQLiteCheckpointer
 
 pytestmark = [pytest.mark.usefixtures("instant_analyst_tools"), pytest.mark.slow]
 
@@ -80,7 +80,10 @@ def test_a_run_held_by_another_process_is_refused_then_taken_over_when_it_crashe
         research = f"{run_id}/research"
 
         def finished() -> list[Any]:
-            return [r for r in app.store.runs.read(research) if r.kind == "tool_finished"]
+            try:
+                return [r for r in app.store.runs.read(research) if r.kind == "tool_finished"]
+            except RunNotFound:  # the research has not started yet
+                return []
 
         _until(lambda: app.store.runs.run_info(run_id).leased and bool(finished()))
         capsys.readouterr()

@@ -91,9 +91,6 @@ class Held:
         self.record = self._fold(self.run_id, self.records)
         return self.record
 
-    def find(self, kind: str, key: str) -> JournalRecord | None:
-        return next((r for r in self.records if r.kind == kind and r.key == key), None)
-
 
 @contextmanager
 def hold(runs: SQLiteStore, lease: Lease, fold: Fold) -> Iterator[Held]:

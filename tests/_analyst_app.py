@@ -5,13 +5,19 @@
 
 from __future__ import annotations
 
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from market_analyst import cli
-from market_analyst.store import RunStore
+from market_analyst.store import AnalystStore
 
 from agentloops import ModelClient
 
@@ -22,7 +28,7 @@ class App:
 
     def __init__(self, root: Path):
         self.root = root
-        self.store = RunStore(root / ".agentloops", root / "reports")
+        self.store = AnalystStore(root / ".agentloops", root / "reports")
 
     def __call__(
         self, *argv: str, model: ModelClient | None = None, ask: Callable[[str], str] | None = None
@@ -30,7 +36,7 @@ class App:
         return cli.main([*argv, "--latency", "0"], model=model, ask=ask)
 
     def only_run(self) -> dict[str, Any]:
-        [run_id] = self.store.records.list_runs()
+        [run_id] = self.store.run_ids()
         return self.store.get(run_id)
 
     def reports(self) -> list[Path]:
@@ -61,3 +67,37 @@ def answers(*replies: str | BaseException) -> Callable[[str], str]:
 
     ask.asked = asked  # type: ignore[attr-defined]
     return ask
+
+
+WORKER = Path(__file__).with_name("_analyst_worker.py")
+
+
+def child_env() -> dict[str, str]:
+    """The environment for a child process: offline, unbuffered, wide."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
+    return {**env, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
+
+
+class Worker:
+    """tests/_analyst_worker.py in a process of its own, killed at the end."""
+
+    def __init__(self, *argv: object):
+        command = [sys.executable, str(WORKER), *map(str, argv)]
+        self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=child_env())
+
+    def read(self, timeout: float = 30) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        assert ready, f"worker {self.proc.pid} said nothing within {timeout}s"
+        line = self.proc.stdout.readline()
+        assert line, f"worker {self.proc.pid} exited with {self.proc.wait()}"
+        said: dict[str, Any] = json.loads(line)
+        return said
+
+    def kill(self) -> None:
+        """SIGKILL: no `finally`, no release; its leases lapse on their own."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+        assert self.proc.stdout is not None
+        self.proc.stdout.close()

@@ -224,9 +224,9 @@ def analyst_status(state: Path, stdout: str) -> str:
     if found is None:
         return "no run"
     sys.path.insert(0, str(ROOT / "examples"))
-    from market_analyst.store import RunStore
+    from market_analyst.store import AnalystStore
 
-    record = RunStore(state, state).get(found.group())
+    record = AnalystStore(state, state).get(found.group())
     error = record.get("error")
     return f"{record['status']} ({error.split(':')[0]})" if error else str(record["status"])
 

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import os
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from _analyst_app import make_app
+from market_analyst.archive import SQLiteArchive
 from market_analyst.demo_model import DemoModel
 from market_analyst.facts import numbers
 from market_analyst.report import AnalystReport
 from market_analyst.roles import role_of
-from market_analyst.store import RunStore
+from market_analyst.store import AnalystStore
 from market_analyst.workflow import Analyst
 
 from agentloops import ModelError, ModelRequest, ModelResponse
@@ -196,7 +196,7 @@ def test_reject_publishes_nothing_and_is_final(app, capsys) -> None:
 def test_the_first_decision_wins_even_from_a_second_store(app, tmp_path: Path) -> None:
     assert app("Quick snapshot of META") == 0
     run_id = app.only_run()["run_id"]
-    other = RunStore(tmp_path / ".agentloops", tmp_path / "reports")  # another process's view
+    other = AnalystStore(tmp_path / ".agentloops", tmp_path / "reports")  # another process's view
     _, changed = other.decide(run_id, False, by="bob", via="test")
     record, again = app.store.decide(run_id, True, by="alice", via="test")
     assert changed and not again
@@ -204,22 +204,33 @@ def test_the_first_decision_wins_even_from_a_second_store(app, tmp_path: Path) -
     assert app.store.archive.get(run_id) is None and app.reports() == []
 
 
-def test_a_decision_claimed_but_not_applied_is_applied_by_the_next_attempt(app) -> None:
+class Crash(BaseException):
+    """Stands for the process dying (not an Exception: nothing handles it)."""
+
+
+def test_a_decision_recorded_but_not_published_is_published_by_the_next_attempt(
+    app, monkeypatch
+) -> None:
     assert app("Quick snapshot of META") == 0
     run_id = app.only_run()["run_id"]
-    with sqlite3.connect(app.store.db_path) as db:  # a process that died right after its claim
-        db.execute(
-            "INSERT INTO decisions VALUES (?, 1, 'carol', '--approve', ?, NULL)",
-            (run_id, "2026-01-01T00:00:00+00:00"),
-        )
-    db.close()
-    assert app.store.get(run_id)["status"] == "pending" and app.reports() == []
+
+    def dies(self: SQLiteArchive, report: object) -> bool:
+        raise Crash
+
+    with monkeypatch.context() as patch, pytest.raises(Crash):
+        patch.setattr(SQLiteArchive, "add", dies)  # the process dies right after deciding
+        app.store.decide(run_id, True, by="carol", via="--approve")
+    record = app.store.get(run_id)
+    assert record["status"] == "pending" and record["decision"]["by"] == "carol"
+    assert app.reports() == [] and app.store.archive.get(run_id) is None
     assert app("--resume", run_id, "--reject") == 0  # too late: the approval stands
     record = app.store.get(run_id)
     assert record["status"] == "published" and record["decision"]["by"] == "carol"
     [report] = app.reports()
     assert "Approved by carol" in report.read_text()
     assert app.store.archive.get(run_id).markdown == report.read_text()  # type: ignore[union-attr]
+    kinds = [r.kind for r in app.store.runs.read(run_id)]
+    assert kinds.count("decision") == 1 and kinds.count("published") == 1
 
 
 def test_a_wrong_resume_id_lists_the_pending_runs(app, capsys) -> None:
@@ -263,10 +274,17 @@ def test_an_api_error_mid_run_keeps_the_checkpoint_and_resume_continues(app, cap
     assert app.reports() == []  # an approval given before the draft existed is not one
     names = [e["name"] for e in record["evidence"]]
     assert sorted(names) == sorted(RESEARCH_TOOLS)  # steps 1 and 2 were not run again
+    # Over both processes, each model call was made once: the resumed research replayed
+    # the planner and the first four executor calls from its journal.
+    roles = record["calls_by_role"]
+    assert (roles["planner"], roles["executor"], roles["replanner"]) == (1, 8, 3)
+    research = app.store.runs.read(f"{record['run_id']}/research")
+    assert sum(r.kind == "model" for r in research) == 13  # planner, 8, 3, reporter
+    assert [r.kind for r in research].count("failed") == 1
 
 
 def test_planner_and_executor_can_be_separate_models(tmp_path: Path) -> None:
-    store = RunStore(tmp_path / "state", tmp_path / "reports")
+    store = AnalystStore(tmp_path / "state", tmp_path / "reports")
     seen: dict[str, set[str]] = {"main": set(), "planner": set(), "executor": set()}
 
     def client(name: str) -> FunctionModel:
@@ -307,7 +325,7 @@ def test_a_writer_that_never_fills_the_record_stops_the_run_resumably(app, capsy
 def test_the_analyst_refuses_a_blank_request_or_an_unknown_mode(
     tmp_path: Path, request_text: str, mode: str, message: str
 ) -> None:
-    store = RunStore(tmp_path / "state", tmp_path / "reports")
+    store = AnalystStore(tmp_path / "state", tmp_path / "reports")
     with pytest.raises(ValueError, match=message):
         Analyst(DemoModel(), store).run(request_text, "r1", mode=mode)
-    assert store.records.list_runs() == []
+    assert store.run_ids() == []

@@ -73,7 +73,7 @@ def test_a_blank_request_is_refused_with_a_message(app, capsys, request_text: st
         app(request_text)
     assert stop.value.code == 2
     assert "the request is empty" in capsys.readouterr().err
-    assert app.store.records.list_runs() == []
+    assert app.store.run_ids() == []
 
 
 def test_a_lowercase_ticker_is_recognised(app) -> None:
@@ -153,7 +153,9 @@ def test_ctrl_c_during_the_run_stops_it_resumably_without_a_traceback(app, capsy
     assert f"Interrupted. Everything finished so far is saved: {cli.SCRIPT} --resume" in out
     assert record["status"] == RUNNING and record["error"].startswith("KeyboardInterrupt")
     assert app("--resume", record["run_id"], "--offline") == 0
-    assert app.store.get(record["run_id"])["status"] == "pending"
+    resumed = app.store.get(record["run_id"])
+    assert resumed["status"] == "pending"
+    assert resumed["calls_by_role"]["rewoo_planner"] == 1  # the plan came from the journal
 
 
 def test_no_decision_before_the_draft_exists(app) -> None:
@@ -290,8 +292,8 @@ def test_a_run_remembers_its_model_and_the_resume_hint_is_complete(app, capsys) 
         )
         assert app("Quick snapshot of NVDA", *argv, "--state-dir", "my state") == 1
         out = capsys.readouterr().out
-        store = cli.RunStore(app.root / "my state", app.root / "reports")
-        [run_id] = store.records.list_runs()
+        store = cli.AnalystStore(app.root / "my state", app.root / "reports")
+        [run_id] = store.run_ids()
         assert f"--resume {run_id} --state-dir 'my state'" in out
         assert "tiny at http://127.0.0.1:9/v1" in out
         settings = store.get(run_id)["settings"]

@@ -15,11 +15,11 @@ import pytest
 from market_analyst import tools
 from market_analyst.guardian import Guardian
 from market_analyst.memory import Profile
-from market_analyst.store import RunStore
+from market_analyst.store import AnalystStore
 from market_analyst.trades import UnknownTrade
 from market_analyst.trading import NotTradable, NotWaiting, Trader
 
-from agentloops import ToolCall
+from agentloops import RunLeased, ToolCall
 from agentloops.testing import ScriptedModel, use_tools
 
 pytestmark = pytest.mark.usefixtures("instant_analyst_tools")
@@ -27,17 +27,24 @@ pytestmark = pytest.mark.usefixtures("instant_analyst_tools")
 PRICES = {"GOOGL": 176.23, "INTC": 22.4, "AMZN": 219.39}  # the fixture data's last closes
 
 
-def publish(store: RunStore, run_id: str, recommendation: str, *tickers: str) -> None:
-    """A published report, as `RunStore.decide` leaves one (without running the analyst)."""
+def pending(store: AnalystStore, run_id: str, recommendation: str, *tickers: str) -> None:
+    """A run waiting for a decision, its journal written as the analyst writes it (without
+    running the analyst)."""
     draft = {"title": f"Report on {' '.join(tickers)}", "tickers": list(tickers)}
-    store.create(
-        run_id,
-        f"Snapshot of {' '.join(tickers)}",
-        status="pending",
-        draft="## Draft",
-        draft_record={**draft, "recommendation": recommendation},
-        verdict={"verdict": "pass", "reasons": []},
-    )
+    store.create(run_id, f"Snapshot of {' '.join(tickers)}")
+    with store.hold(run_id) as run:
+        run.add("route", {"route": "flash_briefing", "route_reasoning": "test"})
+        run.add("research", {"notes": "notes", "evidence": []})
+        run.add(
+            "draft",
+            {"draft": "## Draft", "draft_record": {**draft, "recommendation": recommendation}},
+        )
+        run.add("verdict", {"verdict": {"verdict": "pass", "reasons": []}}, status="pending")
+
+
+def publish(store: AnalystStore, run_id: str, recommendation: str, *tickers: str) -> None:
+    """A published report, as `AnalystStore.decide` leaves one."""
+    pending(store, run_id, recommendation, *tickers)
     store.decide(run_id, True, by="alice", via="test")
 
 
@@ -45,13 +52,13 @@ def trade(ticker: str, side: str, quantity: int) -> Any:
     return use_tools(("execute_trade", {"ticker": ticker, "side": side, "quantity": quantity}))
 
 
-def ledger(store: RunStore) -> list[dict[str, Any]]:
+def ledger(store: AnalystStore) -> list[dict[str, Any]]:
     return tools.ledger_entries(store.ledger_path)
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> RunStore:
-    store = RunStore(tmp_path / ".agentloops", tmp_path / "reports")
+def store(tmp_path: Path) -> AnalystStore:
+    store = AnalystStore(tmp_path / ".agentloops", tmp_path / "reports")
     store.profile.update(holdings={"INTC": 100}, auto_approve_usd=1000, hard_limit_usd=10000)
     publish(store, "ma-buy", "buy", "GOOGL")
     publish(store, "ma-sell", "sell", "INTC")
@@ -61,7 +68,7 @@ def store(tmp_path: Path) -> RunStore:
 # -- the rules ---------------------------------------------------------------------------
 
 
-def test_a_small_trade_inside_the_limits_goes_through_unasked(store: RunStore) -> None:
+def test_a_small_trade_inside_the_limits_goes_through_unasked(store: AnalystStore) -> None:
     model = ScriptedModel([trade("GOOGL", "buy", 5), "Bought 5 GOOGL."])
     result, new = Trader(model, store).propose("ma-buy", by="alice")
     assert new and result["status"] == "executed"
@@ -73,7 +80,7 @@ def test_a_small_trade_inside_the_limits_goes_through_unasked(store: RunStore) -
     model.assert_complete()
 
 
-def test_a_large_trade_waits_and_runs_once_when_approved(store: RunStore) -> None:
+def test_a_large_trade_waits_and_runs_once_when_approved(store: AnalystStore) -> None:
     model = ScriptedModel([trade("GOOGL", "buy", 28)])
     waiting, _ = Trader(model, store).propose("ma-buy", by="alice")
     assert waiting["status"] == "waiting" and waiting["calls"][0]["verdict"] == "ask"
@@ -85,12 +92,13 @@ def test_a_large_trade_waits_and_runs_once_when_approved(store: RunStore) -> Non
     [entry] = ledger(store)
     assert entry["quantity"] == 28 and entry["value_usd"] == round(28 * PRICES["GOOGL"], 2)
     assert (entry["approved_by"], entry["via"]) == ("bob", "cli")
-    assert done["decision"]["by"] == "bob" and done["paused"] is None
+    assert done["decision"]["by"] == "bob" and done["pending"] == []
+    assert store.runs.run_info("tr-buy/trader").status == "finished"  # the loop's journal
     later.assert_complete()
 
 
 def test_a_trade_over_the_hard_limit_is_refused_and_never_reaches_the_ledger(
-    store: RunStore,
+    store: AnalystStore,
 ) -> None:
     model = ScriptedModel([trade("GOOGL", "buy", 100), "The guardian refused it."])
     result, _ = Trader(model, store).propose("ma-buy", by="alice")
@@ -121,7 +129,7 @@ def test_a_trade_over_the_hard_limit_is_refused_and_never_reaches_the_ledger(
     ],
 )
 def test_a_trade_outside_the_profile_or_the_report_is_refused_even_when_small(
-    store: RunStore, run_id: str, call: tuple[str, str, int], profile: dict, reason: str
+    store: AnalystStore, run_id: str, call: tuple[str, str, int], profile: dict, reason: str
 ) -> None:
     store.profile.update(**profile)
     ticker, side, quantity = call
@@ -131,7 +139,7 @@ def test_a_trade_outside_the_profile_or_the_report_is_refused_even_when_small(
     assert any(reason in r for r in result["calls"][0]["reasons"]), result["calls"]
 
 
-def test_a_denied_trade_never_reaches_the_ledger(store: RunStore) -> None:
+def test_a_denied_trade_never_reaches_the_ledger(store: AnalystStore) -> None:
     Trader(ScriptedModel([trade("GOOGL", "buy", 28)]), store).propose("ma-buy", by="alice")
     model = ScriptedModel(["Not bought: the person said no."])
     denied, changed = Trader(model, store).decide("tr-buy", False, by="bob", via="web")
@@ -140,7 +148,7 @@ def test_a_denied_trade_never_reaches_the_ledger(store: RunStore) -> None:
     assert result.is_error and "denied" in result.content
 
 
-def test_a_second_decision_on_the_same_trade_is_refused(store: RunStore) -> None:
+def test_a_second_decision_on_the_same_trade_is_refused(store: AnalystStore) -> None:
     Trader(ScriptedModel([trade("GOOGL", "buy", 28)]), store).propose("ma-buy", by="alice")
     Trader(ScriptedModel(["Bought."]), store).decide("tr-buy", True, by="bob", via="cli")
     for approve in (True, False):  # a model call here would fail: the script is empty
@@ -152,29 +160,35 @@ def test_a_second_decision_on_the_same_trade_is_refused(store: RunStore) -> None
     assert len(ledger(store)) == 1
 
 
-def test_concurrent_approvals_run_the_trade_once(store: RunStore) -> None:
+def test_concurrent_approvals_run_the_trade_once(store: AnalystStore) -> None:
     Trader(ScriptedModel([trade("GOOGL", "buy", 28)]), store).propose("ma-buy", by="alice")
-    outcomes: list[bool] = []
+    outcomes: list[bool | str] = []
     barrier = threading.Barrier(4)
 
     def approve(name: str) -> None:
         barrier.wait()
-        _, changed = Trader(ScriptedModel(["Bought."]), store).decide(
-            "tr-buy", True, by=name, via="thread"
-        )
-        outcomes.append(changed)
+        try:
+            _, changed = Trader(ScriptedModel(["Bought."]), store).decide(
+                "tr-buy", True, by=name, via="thread"
+            )
+        except RunLeased as exc:  # one of the others holds the trade right now
+            outcomes.append(f"leased by {exc.holder}")
+        else:
+            outcomes.append(changed)
 
     threads = [threading.Thread(target=approve, args=(f"p{i}",)) for i in range(4)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert sorted(outcomes) == [False, False, False, True]
+    # One approval ran the trade; each other one was refused: decided already, or held.
+    assert len(outcomes) == 4 and outcomes.count(True) == 1
+    assert all(o is False or str(o).startswith("leased by ") for o in outcomes if o is not True)
     assert len(ledger(store)) == 1
 
 
 def test_deny_beats_a_persons_allow_when_the_limits_changed_while_it_waited(
-    store: RunStore,
+    store: AnalystStore,
 ) -> None:
     Trader(ScriptedModel([trade("GOOGL", "buy", 28)]), store).propose("ma-buy", by="alice")
     store.profile.update(auto_approve_usd=1000, hard_limit_usd=2000)
@@ -187,7 +201,7 @@ def test_deny_beats_a_persons_allow_when_the_limits_changed_while_it_waited(
     ]
 
 
-def test_one_trade_per_proposal(store: RunStore) -> None:
+def test_one_trade_per_proposal(store: AnalystStore) -> None:
     two = use_tools(
         ("execute_trade", {"ticker": "GOOGL", "side": "buy", "quantity": 1}),
         ("execute_trade", {"ticker": "GOOGL", "side": "buy", "quantity": 2}),
@@ -201,7 +215,7 @@ def test_one_trade_per_proposal(store: RunStore) -> None:
     assert [e["quantity"] for e in ledger(store)] == [1]
 
 
-def test_a_model_may_propose_a_smaller_trade_after_a_refusal(store: RunStore) -> None:
+def test_a_model_may_propose_a_smaller_trade_after_a_refusal(store: AnalystStore) -> None:
     model = ScriptedModel([trade("GOOGL", "buy", 100), trade("GOOGL", "buy", 3), "Bought 3."])
     result, _ = Trader(model, store).propose("ma-buy", by="alice")
     assert result["status"] == "executed"
@@ -230,11 +244,11 @@ def test_the_predicate_only_adds_asking_and_the_policy_only_denies() -> None:
 # -- proposals: which reports, how often ----------------------------------------------------
 
 
-def test_only_a_published_buy_or_sell_report_leads_to_a_trade(store: RunStore) -> None:
+def test_only_a_published_buy_or_sell_report_leads_to_a_trade(store: AnalystStore) -> None:
     publish(store, "ma-hold", "hold", "MSFT")
     with pytest.raises(NotTradable, match="recommends hold"):
         Trader(ScriptedModel([]), store).propose("ma-hold", by="alice")
-    store.create("ma-pending", "Snapshot", status="pending")
+    pending(store, "ma-pending", "buy", "GOOGL")
     with pytest.raises(NotTradable, match="is pending"):
         Trader(ScriptedModel([]), store).propose("ma-pending", by="alice")
     with pytest.raises(ValueError, match="budget"):
@@ -242,7 +256,7 @@ def test_only_a_published_buy_or_sell_report_leads_to_a_trade(store: RunStore) -
     assert store.trades.list() == []
 
 
-def test_a_report_leads_to_one_proposal(store: RunStore) -> None:
+def test_a_report_leads_to_one_proposal(store: AnalystStore) -> None:
     first, new = Trader(ScriptedModel([trade("GOOGL", "buy", 1), "Done."]), store).propose(
         "ma-buy", by="alice"
     )
@@ -251,7 +265,7 @@ def test_a_report_leads_to_one_proposal(store: RunStore) -> None:
     assert again["status"] == "executed" and len(ledger(store)) == 1
 
 
-def test_a_failed_proposal_is_saved_and_may_be_proposed_again(store: RunStore) -> None:
+def test_a_failed_proposal_is_saved_and_may_be_proposed_again(store: AnalystStore) -> None:
     broken = ScriptedModel([RuntimeError("provider down")])
     with pytest.raises(Exception, match="provider down"):
         Trader(broken, store).propose("ma-buy", by="alice")
@@ -263,7 +277,7 @@ def test_a_failed_proposal_is_saved_and_may_be_proposed_again(store: RunStore) -
     assert new and retried["status"] == "executed" and retried["retried"] == 1
 
 
-def test_deciding_what_never_waited_or_does_not_exist_is_refused(store: RunStore) -> None:
+def test_deciding_what_never_waited_or_does_not_exist_is_refused(store: AnalystStore) -> None:
     Trader(ScriptedModel([trade("GOOGL", "buy", 1), "Done."]), store).propose("ma-buy", by="alice")
     with pytest.raises(NotWaiting, match="tr-buy is executed"):
         Trader(ScriptedModel([]), store).decide("tr-buy", True, by="bob", via="cli")
@@ -299,7 +313,7 @@ def test_the_ledger_holds_one_trade_per_trade_id_across_threads(tmp_path: Path) 
 
 
 def test_the_profile_limits_are_validated(tmp_path: Path) -> None:
-    store = RunStore(tmp_path / "s", tmp_path / "r")
+    store = AnalystStore(tmp_path / "s", tmp_path / "r")
     assert store.profile.get().auto_approve_usd == 1000
     assert store.profile.get().hard_limit_usd == 10000
     assert store.profile.update(trade_tickers=["nvda", " msft", "NVDA"]).trade_tickers == [

@@ -84,7 +84,9 @@ def test_the_profile_lives_in_the_same_database_as_the_runs(app) -> None:
     with sqlite3.connect(app.store.db_path) as db:
         tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
     db.close()
-    assert {"runs", "profile", "decisions", "reports", "reports_fts"} <= tables
+    # The run store's tables and the example's own, in one file; the old layout's are gone.
+    assert {"agentloops_runs", "agentloops_journal", "profile", "reports", "reports_fts"} <= tables
+    assert not tables & {"runs", "decisions", "trades", "trade_decisions"}
 
 
 def test_the_profile_reaches_the_planner_the_reporter_and_the_writer(app) -> None:
@@ -116,7 +118,7 @@ def test_a_new_report_sees_the_last_one_on_the_same_ticker_and_says_what_changed
     assert app("--risk-tolerance", "low") == 0
     model = Recording()
     assert app("Tell me about msft", model=model) == 0
-    [second] = [app.store.get(r) for r in app.store.records.list_runs() if r != first["run_id"]]
+    [second] = [app.store.get(r) for r in app.store.run_ids() if r != first["run_id"]]
     date = first["decision"]["at"][:10]
     for role in ("planner", "writer"):
         assert f"report {first['run_id']} published {date}, recommended buy" in model.prompt(role)

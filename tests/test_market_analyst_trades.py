@@ -17,7 +17,7 @@ from market_analyst.demo_model import DemoModel
 from market_analyst.live import LiveSource
 from market_analyst.roles import role_of
 from market_analyst.sources import FixtureSource, live_source
-from market_analyst.store import RunStore
+from market_analyst.store import AnalystStore
 from market_analyst.web.app import create_app
 from starlette.testclient import TestClient
 
@@ -128,7 +128,7 @@ def test_no_trade_offer_for_a_hold_report_and_none_unless_asked(app, capsys) -> 
 
 def test_resume_a_published_report_with_trade(app, capsys) -> None:
     assert app(BUY, "--yes") == 0
-    [run_id] = [r for r in app.store.records.list_runs()]
+    [run_id] = [r for r in app.store.run_ids()]
     assert app("--resume", run_id, "--trade") == 0
     assert only_trade(app)["status"] == "executed"
     assert app("--resume", run_id, "--trade") == 0  # one proposal per report
@@ -172,7 +172,7 @@ def test_the_limits_are_set_from_the_command_line(app, capsys) -> None:
 
 @pytest.fixture
 def web(tmp_path: Path):
-    store = RunStore(tmp_path / ".agentloops", tmp_path / "reports")
+    store = AnalystStore(tmp_path / ".agentloops", tmp_path / "reports")
     clients = models.build(models.ModelSettings(provider="offline"))
     with TestClient(create_app(store, clients, user="tester"), base_url="http://127.0.0.1") as c:
         yield c, store
@@ -252,7 +252,7 @@ def test_the_page_refuses_trades_that_cannot_be(web) -> None:
 
 
 def test_a_trade_proposal_the_model_fails_is_saved_and_may_be_proposed_again(tmp_path) -> None:
-    store = RunStore(tmp_path / ".agentloops", tmp_path / "reports")
+    store = AnalystStore(tmp_path / ".agentloops", tmp_path / "reports")
     demo, outage = DemoModel(), {"on": True}
 
     def answer(request: ModelRequest) -> ModelResponse:
@@ -295,7 +295,7 @@ def test_live_without_the_extra_names_it(app, capsys, monkeypatch) -> None:
     assert app("--live", BUY, "--yes") == 2
     out = " ".join(capsys.readouterr().out.split())
     assert "the 'live' extra" in out and "pip install 'agentloops-kit[live]'" in out
-    assert app.store.records.list_runs() == []
+    assert app.store.run_ids() == []
 
 
 class _Frame(dict):

@@ -22,7 +22,7 @@ import pytest
 from _analyst_app import make_app
 from market_analyst import cli, models, tools
 from market_analyst.demo_model import DemoModel
-from market_analyst.store import RunStore
+from market_analyst.store import AnalystStore
 from market_analyst.web import serve, views
 from market_analyst.web.app import MAX_REQUEST_CHARS, create_app
 from market_analyst.workflow import Analyst
@@ -37,7 +37,7 @@ pytestmark = pytest.mark.usefixtures("instant_analyst_tools")
 @dataclass
 class Web:
     client: TestClient
-    store: RunStore
+    store: AnalystStore
 
     def start(self, request: str, mode: str = "auto") -> str:
         response = self.client.post("/api/runs", json={"request": request, "mode": mode})
@@ -74,7 +74,7 @@ def _offline() -> models.Clients:
 
 @pytest.fixture
 def web(tmp_path: Path):
-    store = RunStore(tmp_path / ".agentloops", tmp_path / "reports")
+    store = AnalystStore(tmp_path / ".agentloops", tmp_path / "reports")
     app = create_app(store, _offline(), user="tester")
     with TestClient(app, base_url="http://127.0.0.1") as client:
         yield Web(client, store)
@@ -233,7 +233,7 @@ def test_a_run_without_a_draft_cannot_be_decided(web) -> None:
 def test_a_bad_request_is_refused_with_a_message(web, body, status, message) -> None:
     response = web.client.post("/api/runs", json=body)
     assert response.status_code == status and message in response.json()["error"]
-    assert web.store.records.list_runs() == []
+    assert web.store.run_ids() == []
 
 
 def test_only_json_from_this_page_changes_anything(web) -> None:
@@ -253,7 +253,7 @@ def test_only_json_from_this_page_changes_anything(web) -> None:
     assert listed.status_code == 400
     rebound = web.client.get("/api/info", headers={"Host": "evil.example"})
     assert rebound.status_code == 400  # a DNS-rebinding page cannot read the API
-    assert web.store.records.list_runs() == []
+    assert web.store.run_ids() == []
 
 
 def test_unknown_runs_and_reports_are_404_with_a_message(web) -> None:
@@ -334,8 +334,8 @@ def test_info_names_the_model_and_the_fixture_notice(web) -> None:
 def test_the_asyncio_driver_reaches_the_same_record_as_the_blocking_one(
     tmp_path: Path, request_text: str
 ) -> None:
-    blocking = Analyst(DemoModel(), RunStore(tmp_path / "a", tmp_path / "ra"))
-    on_loop = Analyst(DemoModel(), RunStore(tmp_path / "b", tmp_path / "rb"))
+    blocking = Analyst(DemoModel(), AnalystStore(tmp_path / "a", tmp_path / "ra"))
+    on_loop = Analyst(DemoModel(), AnalystStore(tmp_path / "b", tmp_path / "rb"))
     one = blocking.run(request_text, "ma-1")
     two = asyncio.run(on_loop.arun(request_text, "ma-1"))
     for field in ("route", "evidence", "draft", "draft_record", "verdict", "status"):
@@ -346,7 +346,7 @@ def test_the_asyncio_driver_reaches_the_same_record_as_the_blocking_one(
 
 
 def test_a_cancelled_run_says_where_it_stopped_and_continues_from_there(tmp_path: Path) -> None:
-    store = RunStore(tmp_path / "s", tmp_path / "r")
+    store = AnalystStore(tmp_path / "s", tmp_path / "r")
     started = []
 
     async def cancel_in_research() -> None:
@@ -373,7 +373,7 @@ def test_a_cancelled_run_says_where_it_stopped_and_continues_from_there(tmp_path
 
 
 def test_stopping_the_server_stops_its_runs_resumably(tmp_path: Path) -> None:
-    store = RunStore(tmp_path / "s", tmp_path / "r")
+    store = AnalystStore(tmp_path / "s", tmp_path / "r")
     tools.configure(latency_scale=0.5)
     with TestClient(create_app(store, _offline()), base_url="http://127.0.0.1") as client:
         response = client.post("/api/runs", json={"request": "Tell me about MSFT"})
@@ -397,7 +397,7 @@ def test_a_client_without_acomplete_runs_in_a_thread_under_the_asyncio_driver(
             threads.append(threading.get_ident())
             return demo.complete(request)
 
-    store = RunStore(tmp_path / "s", tmp_path / "r")
+    store = AnalystStore(tmp_path / "s", tmp_path / "r")
     record = asyncio.run(Analyst(Blocking(), store).arun("Quick snapshot of NVDA", "ma-1"))
     assert record["status"] == "pending" and sum(record["calls_by_role"].values()) == 5
     assert len(threads) == 5  # router, planner, solver, writer, evaluator: each metered
@@ -495,7 +495,7 @@ def test_a_port_in_use_is_reported(tmp_path: Path) -> None:
     taken = serve.bind(0)
     said: list[str] = []
     try:
-        store = RunStore(tmp_path / "s", tmp_path / "r")
+        store = AnalystStore(tmp_path / "s", tmp_path / "r")
         code = serve.serve_store(store, _offline(), port=taken.getsockname()[1], say=said.append)
     finally:
         taken.close()

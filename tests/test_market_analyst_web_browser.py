@@ -22,10 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from _analyst_app import Worker
 from market_analyst import models, tools
 from market_analyst.demo_model import DemoModel
 from market_analyst.roles import role_of
-from market_analyst.store import RunStore
+from market_analyst.store import AnalystStore
 from market_analyst.web import serve
 from market_analyst.web.app import create_app
 from market_analyst.workflow import Analyst
@@ -78,7 +79,7 @@ class HeldWriter:
 @dataclass
 class Served:
     url: str
-    store: RunStore
+    store: AnalystStore
     model: HeldWriter
 
 
@@ -92,7 +93,7 @@ def browser() -> Iterator[Browser]:
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[Served]:
-    store = RunStore(tmp_path / ".agentloops", tmp_path / "reports")
+    store = AnalystStore(tmp_path / ".agentloops", tmp_path / "reports")
     held = HeldWriter()
     settings = models.ModelSettings(provider="offline")
     clients = models.Clients(held.model, held.model, held.model, settings)
@@ -163,7 +164,7 @@ def _pending_run(served: Served, request: str) -> str:
     line would), without the tools' latency."""
     tools.configure(latency_scale=0)
     try:
-        run_id = f"ma-seed{len(served.store.records.list_runs()):03d}"
+        run_id = f"ma-seed{len(served.store.run_ids()):03d}"
         Analyst(DemoModel(), served.store).run(request, run_id, model="offline")
     finally:
         tools.configure(latency_scale=LATENCY)
@@ -262,7 +263,7 @@ def test_a_deep_run_pauses_is_approved_with_an_edit_and_is_archived(
         expect(page.locator("#report-body")).to_contain_text("A cloud price war (added in review).")
         expect(page.locator("#report-meta")).to_contain_text("approved by tester")
 
-    [run_id] = [r for r in served.store.records.list_runs() if r != earlier]
+    [run_id] = [r for r in served.store.run_ids() if r != earlier]
     decision = served.store.get(run_id)["decision"]
     assert decision["edited"] == edited and decision["via"] == "web, edited"
 
@@ -318,3 +319,29 @@ def test_a_trade_after_publishing_waits_and_a_second_tab_cannot_approve_it_again
         expect(second.locator("#trade-decide")).to_be_hidden()
     [entry] = tools.ledger_entries(served.store.ledger_path)
     assert (entry["ticker"], entry["quantity"], entry["approved_by"]) == ("GOOGL", 28, "tester")
+
+
+def test_a_run_another_process_holds_shows_who_and_its_approval_waits_for_the_lease(
+    browser, served, tmp_path: Path
+) -> None:
+    run_id = _pending_run(served, "Quick snapshot of AMD")
+    holder = Worker("hold", tmp_path / ".agentloops", run_id, 2.0)  # a lease of two seconds
+    try:
+        held = holder.read()["held"]
+        with _tabs(browser) as [page]:
+            _open(page, f"{served.url}#run={run_id}")
+            expect(page.locator("#run-error")).to_contain_text(f"Held by {held} until")
+            page.click("#approve")
+            refusal = page.locator("#decision")
+            expect(refusal).to_contain_text(f"{run_id} is held by {held} until")
+            expect(refusal).to_contain_text("another process is working on it")
+            expect(page.locator("#run-status")).to_have_text("pending")
+            holder.kill()  # it crashed: its lease lapses two seconds later
+            deadline = time.monotonic() + 10
+            while served.store.runs.run_info(run_id).leased:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            page.click("#approve")
+            expect(page.locator("#decision")).to_contain_text(f"Published {run_id}")
+    finally:
+        holder.kill()

@@ -25,7 +25,7 @@ from rich.panel import Panel
 from market_analyst.display import line, verdict_panel
 from market_analyst.facts import unsupported_numbers
 from market_analyst.report import evidence_lines
-from market_analyst.store import PUBLISHED, REJECTED, RunStore
+from market_analyst.store import PUBLISHED, REJECTED, AnalystStore
 
 Ask = Callable[[str], str]
 """Reads one answer from the person (raises EOFError on Ctrl-D, KeyboardInterrupt on Ctrl-C)."""
@@ -45,7 +45,7 @@ def who(args: argparse.Namespace) -> str:
 
 def approval(
     console: Console,
-    store: RunStore,
+    store: AnalystStore,
     record: dict[str, Any],
     args: argparse.Namespace,
     ask: Ask | None,

@@ -14,7 +14,7 @@ from rich.text import Text
 
 from market_analyst.display import line
 from market_analyst.memory import Profile, parse_holdings, parse_tickers
-from market_analyst.store import RunStore, UnknownRun
+from market_analyst.store import AnalystStore, UnknownRun
 
 PROFILE_FLAGS = (
     "risk_tolerance",
@@ -27,14 +27,21 @@ PROFILE_FLAGS = (
 )
 
 
-def list_runs(console: Console, store: RunStore) -> int:
-    pending, stopped = store.pending(), store.interrupted()
-    console.print(line("Waiting for a decision: " + (", ".join(pending) or "none")))
+def list_runs(console: Console, store: AnalystStore) -> int:
+    """`--list`: from the run store's headers (`list_runs`): runs waiting for a decision,
+    runs stopped part-way, and runs another process is working on now (with its lease)."""
+    unfinished = store.interrupted()
+    stopped = [i.run_id for i in unfinished if not i.leased]
+    console.print(line("Waiting for a decision: " + (", ".join(store.pending()) or "none")))
     console.print(line("Stopped part-way (resumable): " + (", ".join(stopped) or "none")))
+    for info in unfinished:
+        if info.leased and info.lease_expires_at is not None:
+            until = f"{info.lease_expires_at:%H:%M:%S} UTC"
+            console.print(line(f"Running now: {info.run_id}, held by {info.holder} until {until}"))
     return 0
 
 
-def show(console: Console, store: RunStore, run_id: str) -> int:
+def show(console: Console, store: AnalystStore, run_id: str) -> int:
     """The published report, else the draft; raw Markdown when the output is not a
     terminal, so `--show RUN_ID > draft.md` gives a file to edit."""
     archived = store.archive.get(run_id)
@@ -57,7 +64,7 @@ def show(console: Console, store: RunStore, run_id: str) -> int:
     return 0
 
 
-def reports(console: Console, store: RunStore, limit: int = 20) -> int:
+def reports(console: Console, store: AnalystStore, limit: int = 20) -> int:
     found = store.archive.recent(limit)
     if not found:
         console.print(line("No published reports yet."))
@@ -72,7 +79,7 @@ def reports(console: Console, store: RunStore, limit: int = 20) -> int:
     return 0
 
 
-def search(console: Console, store: RunStore, query: str) -> int:
+def search(console: Console, store: AnalystStore, query: str) -> int:
     hits = store.archive.search(query)
     if not hits:
         console.print(line(f"No published report matches {query!r}."))
@@ -87,7 +94,7 @@ def search(console: Console, store: RunStore, query: str) -> int:
     return 0
 
 
-def profile(console: Console, store: RunStore, args: argparse.Namespace) -> int:
+def profile(console: Console, store: AnalystStore, args: argparse.Namespace) -> int:
     """Set the profile fields given as flags (if any), then show the profile."""
     changes: dict[str, Any] = {
         k: getattr(args, k) for k in PROFILE_FLAGS if getattr(args, k) is not None

@@ -6,6 +6,9 @@ python examples/market_analyst.py --resume RUN_ID --approve
 python examples/market_analyst.py --profile --risk-tolerance low --holdings NVDA=10
 python examples/market_analyst.py --search "export rules"
 python examples/market_analyst.py --web       # the web app on 127.0.0.1 (the `web` extra)
+
+A run, a decision or a trade another process is working on is refused with one line
+naming the holder of its lease and until when, and exit status 75 (`journal.LEASED`).
 """
 
 from __future__ import annotations
@@ -21,15 +24,16 @@ from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.text import Text
 
-from agentloops import AgentLoopsError, ConfigurationError, ModelClient, Usage
-from market_analyst import browse, models, tools, trade_cli
+from agentloops import AgentLoopsError, ConfigurationError, ModelClient, RunLeased, Usage
+from market_analyst import browse, journal, models, tools, trade_cli
 from market_analyst.approve import Ask, approval, who
 from market_analyst.demo_model import BANNER
 from market_analyst.display import RunView, line, usage_table, verdict_panel
 from market_analyst.flags import REPORTS_DIR, SCRIPT, STATE_DIR, parse_args
+from market_analyst.layout import OldStateFile
 from market_analyst.prompts import FLASH
 from market_analyst.sources import MissingExtra, live_source
-from market_analyst.store import PUBLISHED, RUNNING, RunStore, UnknownRun
+from market_analyst.store import PUBLISHED, RUNNING, AnalystStore, UnknownRun
 from market_analyst.workflow import Analyst
 
 
@@ -50,7 +54,30 @@ def main(
     `ask` the terminal prompt (both for tests)."""
     args = parse_args(argv)
     console = Console(highlight=False)
-    store = RunStore(args.state_dir, args.reports_dir)
+    try:
+        store = AnalystStore(
+            args.state_dir,
+            args.reports_dir,
+            lease_ttl=args.lease_ttl,
+            label="web" if args.web else "cli",
+        )
+    except OldStateFile as exc:
+        console.print(line((str(exc), "red")), soft_wrap=True)  # the command stays whole
+        return 2
+    try:
+        return _main(args, console, store, model, ask)
+    except RunLeased as exc:  # another process works on this run or trade now
+        console.print(line((journal.lease_message(exc), "yellow")), soft_wrap=True)
+        return journal.LEASED
+
+
+def _main(
+    args: argparse.Namespace,
+    console: Console,
+    store: AnalystStore,
+    model: ModelClient | None,
+    ask: Ask | None,
+) -> int:
     if args.list:
         return browse.list_runs(console, store)
     if args.show:
@@ -79,6 +106,7 @@ def main(
         return _clients(console, args, record.get("settings"), model).main
 
     if args.approve_trade or args.deny_trade:
+        journal.refuse_if_held(store.runs, args.approve_trade or args.deny_trade)
         return trade_cli.decide(console, store, args, model_for)
     saved: dict[str, Any] | None = None
     if args.resume:
@@ -87,6 +115,7 @@ def main(
         except UnknownRun as exc:
             console.print(line((str(exc), "red")))
             return 2
+        journal.refuse_if_held(store.runs, args.resume)
         if record["status"] != RUNNING:
             was = record["status"]
             hint = resume_command(args, args.resume)
@@ -140,6 +169,8 @@ def main(
                 settings=settings.to_dict(),
                 data_notice=tools.settings.source.notice,
             )
+    except RunLeased:
+        raise
     except AgentLoopsError as exc:
         console.print(line((f"The run stopped: {type(exc).__name__}: {exc}", "red")))
         console.print(line(f"Everything finished so far is saved. Continue with: {hint}"))
@@ -178,7 +209,7 @@ def _clients(
 
 
 def _web(
-    console: Console, args: argparse.Namespace, store: RunStore, model: ModelClient | None
+    console: Console, args: argparse.Namespace, store: AnalystStore, model: ModelClient | None
 ) -> int:
     """Serve the web app over `store`, on the models a run started here would use."""
     try:

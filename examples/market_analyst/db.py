@@ -1,8 +1,8 @@
-"""One short SQLite transaction on the example's database file (profile, decisions, archive).
+"""One short SQLite transaction on the example's database file (the profile, the archive).
 
-The run records live in the same file through `SQLiteCheckpointer`; these tables sit
-beside its own. Each call opens and closes its connection, so threads and processes
-share the file safely (SQLite's locking, a busy timeout).
+The runs' journals live in the same file, in the run store's tables (`SQLiteStore`); these
+tables sit beside them. Each call opens and closes its connection, so threads and
+processes share the file safely (SQLite's locking, a busy timeout).
 """
 
 from __future__ import annotations

@@ -2,16 +2,18 @@
 
 The writer cites tool outputs by position (E1, E2, ...) and the evaluator checks the
 draft against them, so the order must not depend on which parallel call finished first.
+Deep research's evidence is read from its journal, which holds every call that finished,
+in every process that worked on the run (a resumed run's replayed calls send no events).
 """
 
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Callable
+from collections.abc import Sequence
 from typing import Any
 
-from agentloops import Event, StepFinished, ToolCallFinished, ToolCallStarted, ToolOutcome
+from agentloops import ToolOutcome
+from agentloops.journal import JournalRecord
 from market_analyst.tools import RESEARCH_TOOLS
 
 _TOOL_ORDER = {t.name: i for i, t in enumerate(RESEARCH_TOOLS)}
@@ -26,31 +28,20 @@ def _order(e: dict[str, Any]) -> tuple[int, str]:
     return _TOOL_ORDER.get(e["name"], len(_TOOL_ORDER)), json.dumps(e["args"], sort_keys=True)
 
 
-class StepEvidence:
-    """An event sink for Plan-and-Execute: collects each step's tool calls and, when the
-    step finishes, adds them (sorted by tool, then arguments) and calls `save`.
-
-    A step that fails part-way adds nothing: it runs again on resume, calls and all.
-    """
-
-    def __init__(self, earlier: list[dict[str, Any]], save: Callable[[list[dict[str, Any]]], None]):
-        self.items = list(earlier)
-        self._save = save
-        self._args: dict[str, dict[str, Any]] = {}
-        self._step: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-
-    def __call__(self, event: Event) -> None:
-        if isinstance(event, ToolCallStarted):
-            with self._lock:
-                self._args[event.call_id] = event.args
-        elif isinstance(event, ToolCallFinished):
-            with self._lock:
-                args = self._args.get(event.call_id, {})
-                self._step.append(item(event.name, args, event.outcome))
-        elif isinstance(event, StepFinished) and event.loop == "plan_execute":
-            with self._lock:
-                self.items += sorted(self._step, key=_order)
-                self._step = []
-                items = list(self.items)
-            self._save(items)
+def from_journal(records: Sequence[JournalRecord]) -> list[dict[str, Any]]:
+    """The finished tool calls of a research journal: step by step (a step being the loop
+    whose model turn asked for them), and within a step sorted by tool, then arguments."""
+    steps: dict[str, list[dict[str, Any]]] = {}
+    asked: dict[str, tuple[str, dict[str, Any]]] = {}  # call key -> (step, args)
+    step = ""
+    for r in records:
+        if r.kind == "model":
+            step = str(r.data.get("run", ""))
+        elif r.kind == "tool_started" and r.key is not None:
+            asked[r.key] = (step, r.data["args"])
+        elif r.kind == "tool_finished" and r.key in asked:
+            where, args = asked[r.key]
+            outcome = r.data["outcome"]
+            done = ToolOutcome(content=outcome["content"], is_error=outcome["is_error"])
+            steps.setdefault(where, []).append(item(r.data["name"], args, done))
+    return [e for calls in steps.values() for e in sorted(calls, key=_order)]

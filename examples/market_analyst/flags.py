@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import get_args
 
 from market_analyst import browse
+from market_analyst.journal import LEASE_TTL
 from market_analyst.memory import Profile
 
 SCRIPT = "python examples/market_analyst.py"
@@ -24,6 +25,13 @@ def _not_negative(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not value >= 0:  # also refuses nan
         raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    value = _not_negative(text)
+    if not 0 < value < 86400:
+        raise argparse.ArgumentTypeError(f"must be more than 0 and under a day, got {text}")
     return value
 
 
@@ -153,6 +161,14 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--state-dir", type=Path, default=STATE_DIR)
     p.add_argument("--reports-dir", type=Path, default=REPORTS_DIR)
+    p.add_argument(
+        "--lease-ttl",
+        type=_seconds,
+        default=LEASE_TTL,
+        metavar="SECONDS",
+        help="how long this process's hold on a run lasts without renewal: a run whose "
+        f"process crashed can be taken over this long after (default {LEASE_TTL:g})",
+    )
     return p
 
 

@@ -10,18 +10,24 @@ It is the library's two approval hooks, which combine so that deny beats allow:
   `hard_limit_usd`, or outside the profile (a ticker it does not allow, selling more
   than is held) or outside the approved report (another ticker, the other side), and a
   second trade in one proposal. A denied call never runs, whatever anyone answers.
+
+A proposal's loop is durable: resumed, it is replayed from its journal, and the guardian
+must judge each call it saw before as it did then (whatever the profile or the price
+now), or the replay would go another way. The checks it made are journaled as it makes
+them (`on_check`), and a guardian given them back (`known`) answers from them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import pydantic
 
-from agentloops import Tool, ToolCall
+from agentloops import Tool, ToolCall, idempotency_key
 from market_analyst import tools
 from market_analyst.memory import Profile
 
@@ -62,14 +68,28 @@ class Guardian:
         recommendation: the report's recommendation; only that side may be traded.
     """
 
-    def __init__(self, profile: Profile, *, tickers: Sequence[str], recommendation: str):
+    def __init__(
+        self,
+        profile: Profile,
+        *,
+        tickers: Sequence[str],
+        recommendation: str,
+        known: Mapping[str, Check] | None = None,
+        on_check: Callable[[Check], None] | None = None,
+    ):
         self.profile = profile
         self.tickers = [t.upper() for t in tickers]
         self.recommendation = recommendation
+        self.known = dict(known or {})
+        """Checks made earlier in this proposal, by call id: the same call (same arguments)
+        gets the same verdict again."""
+        self.on_check = on_check
+        """Told of each new check before the call may run (the trader journals it)."""
         self.checks: dict[str, Check] = {}
         """Every trade call the policy saw, by call id."""
         self.closed = False
         """Set once a proposal's trade is decided: any further trade call is refused."""
+        self._pinned: dict[str, bool] = {}
 
     def refusals(self, args: Mapping[str, Any]) -> list[str]:
         """Why a trade with these arguments must not run (empty: it may)."""
@@ -112,8 +132,12 @@ class Guardian:
         """`execute_trade`'s `requires_approval`: whether this trade waits for a person.
 
         It gets the arguments validated. A price it cannot find raises, and the library
-        then asks: a predicate that cannot answer never lets a call through.
+        then asks: a predicate that cannot answer never lets a call through. A call judged
+        before (see `known`) gets the answer it got then.
         """
+        pinned = self._pinned.get(_args_key(args))
+        if pinned is not None:
+            return pinned
         value = tools.price(args["ticker"]) * args["quantity"]
         return value > self.profile.auto_approve_usd
 
@@ -122,12 +146,34 @@ class Guardian:
         tool's predicate then decides whether a person is asked)."""
         if call.name != TRADE_TOOL:
             return "allow"  # the read-only look-ups
-        if self.closed or any(c.verdict != "refused" for c in self.checks.values()):
-            reasons = ["one trade per proposal: this proposal's trade is already decided"]
-        else:
-            reasons = self.refusals(call.args)
-        self.checks[call.id] = self._check(call, reasons)
-        return "deny" if reasons else "allow"
+        check = self._known(call)
+        if check is None:
+            if self.closed or any(c.verdict != "refused" for c in self.checks.values()):
+                reasons = ["one trade per proposal: this proposal's trade is already decided"]
+            else:
+                reasons = self.refusals(call.args)
+            check = self._check(call, reasons)
+            if self.on_check is not None:
+                self.on_check(check)
+        self.checks[call.id] = check
+        return "deny" if check.verdict == "refused" else "allow"
+
+    def _known(self, call: ToolCall) -> Check | None:
+        """The check this call got before, if it is the same call: its verdict stands (and
+        pins what `asks` answers for its arguments)."""
+        check = self.known.get(call.id)
+        if check is None:
+            return None
+        args = call.args
+        same = (str(args.get("ticker", "?")).strip().upper(), str(args.get("side", "?")))
+        if same != (check.ticker, check.side) or args.get("quantity") != check.quantity:
+            return None  # another call under a reused id: judged afresh
+        try:
+            valid = tools.execute_trade.validate(dict(args))
+        except pydantic.ValidationError:
+            return check
+        self._pinned[_args_key(valid)] = check.verdict == "ask"
+        return check
 
     def _check(self, call: ToolCall, reasons: list[str]) -> Check:
         args = call.args
@@ -155,7 +201,9 @@ class Guardian:
 
     def tool(self, trade_id: str, approver: Approver, ledger: Path) -> Tool:
         """`execute_trade` for one proposal: its line in `ledger` is keyed by `trade_id`
-        and names `approver`, and it asks a person above the profile's limit."""
+        and names `approver`, and it asks a person above the profile's limit. A call the
+        process died in (in doubt) runs again with the same idempotency key, which the
+        ledger recognises: the trade is recorded once."""
 
         def execute_trade(ticker: str, side: Literal["buy", "sell"], quantity: int) -> str:
             return tools.record_trade(
@@ -166,6 +214,7 @@ class Guardian:
                 approved_by=approver.by,
                 via=approver.via,
                 ledger=ledger,
+                call_key=idempotency_key(),
             )
 
         return Tool.from_function(
@@ -178,4 +227,9 @@ class Guardian:
             ),
             read_only=False,
             requires_approval=self.asks,
+            on_doubt="rerun",
         )
+
+
+def _args_key(args: Mapping[str, Any]) -> str:
+    return json.dumps(dict(args), sort_keys=True, default=str)

@@ -1,7 +1,8 @@
 """Usage per run: a `Meter` wraps each role's client and totals tokens and calls by role.
 
 The wrapper keeps the client's blocking and asyncio forms, so a metered client behaves
-under the asyncio driver as the bare client would.
+under the asyncio driver as the bare client would. `take` hands over what was spent since
+the last take, for the run's journal (a replayed model call is not made, so not counted).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import threading
+from typing import Any
 
 from agentloops import ModelClient, ModelRequest, ModelResponse, Usage
 from market_analyst.roles import role_of
@@ -25,6 +27,15 @@ class Meter:
     def wrap(self, model: ModelClient) -> ModelClient:
         """`model`, with every call counted here. Thread-safe."""
         return _Metered(model, self)
+
+    def take(self) -> dict[str, Any] | None:
+        """What was spent since the last take (`usage`, `calls_by_role`), or None if nothing."""
+        with self._lock:
+            usage, calls = self.usage, self.calls
+            self.usage, self.calls = Usage(), {}
+        if not calls and usage == Usage():
+            return None
+        return {"usage": dataclasses.asdict(usage), "calls_by_role": calls}
 
     def add(self, request: ModelRequest, response: ModelResponse) -> None:
         role = role_of(request)

@@ -1,31 +1,42 @@
-"""Where runs wait for a person: one record per run, and each decision taken exactly once.
+"""Where runs wait for a person: each run a journal on the library's run store, each decision
+taken once.
 
-Records live in `analyst.db` under the state directory (a `SQLiteCheckpointer`), beside
-the profile, the decisions and the report archive; the loops' own checkpoints are in
-`loops.db`. A record moves running -> pending -> published | rejected; a run that
-stopped on an error stays "running" with the error noted, and `--resume` continues it.
-A decision is claimed in one SQLite transaction (the first one wins, in any process),
-then applied; applying is idempotent, so a crash between the two is repaired by the
-next attempt.
+`analyst.db` under the state directory is one `SQLiteStore` holding the analyst's journal
+per run (kind "market_analyst"), the research loops' journals (`RUN_ID/research`) and the
+trade proposals' (`trades.py`), and, beside them in the same file, the example's own
+tables: the profile and the report archive. Whoever works on a run holds its lease.
+
+A run moves running -> pending -> published | rejected, as its journal says. The decision
+is a keyed record ("decision", key "report"): the first one recorded wins, in any process.
+Publishing (the archive, the Markdown file, the "published" record) happens under the
+lease, and each step is idempotent, so a process that died between the decision and the
+"published" record is repaired by the next attempt.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from agentloops import SQLiteCheckpointer
+from agentloops import RunNotFound, SQLiteStore, Usage
+from agentloops.journal import JournalRecord, RunInfo
+from market_analyst import journal
 from market_analyst.archive import ArchivedReport, ReportArchive, SQLiteArchive
 from market_analyst.data import NOTICE
-from market_analyst.db import transaction
+from market_analyst.layout import refuse_old_layout
 from market_analyst.memory import ProfileStore
 from market_analyst.report import md_inline
-from market_analyst.trades import TradeStore
+from market_analyst.trades import Trades
 
 RUNNING, PENDING, PUBLISHED, REJECTED = "running", "pending", "published", "rejected"
+KIND = "market_analyst"
+"""The kind of the analyst's journals in the run store."""
 
 
 class UnknownRun(LookupError):
@@ -53,74 +64,120 @@ class Decision:
     edited: str | None = None
 
 
-class RunStore:
-    """Run records, decisions, the profile, the archive and trade proposals (`analyst.db`),
-    the loops' checkpoints (`loops.db`), and the simulated trade ledger (`ledger.jsonl`).
+class AnalystStore:
+    """The runs (journals), the profile and the archive in `analyst.db`, the simulated trade
+    ledger (`ledger.jsonl`), and the published reports' directory.
 
     Args:
-        state_dir: the directory for both files (created if missing).
+        state_dir: the directory for the database and the ledger (created if missing).
         reports_dir: where approved reports are also written, as `RUN_ID.md`.
+        lease_ttl: seconds a lease lasts without renewal: a crashed process's runs are
+            free again this long after it stopped renewing.
+        label: names this program in lease holders ("cli", "web").
+
+    Raises:
+        OldStateFile: `analyst.db` is from an earlier version of the example.
     """
 
-    def __init__(self, state_dir: Path, reports_dir: Path):
+    def __init__(
+        self,
+        state_dir: Path,
+        reports_dir: Path,
+        *,
+        lease_ttl: float = journal.LEASE_TTL,
+        label: str = "cli",
+    ):
         state_dir.mkdir(parents=True, exist_ok=True)
         self.state_dir, self.reports_dir = state_dir, reports_dir
         self.db_path = state_dir / "analyst.db"
-        self.records = SQLiteCheckpointer(self.db_path)
-        self.loops = SQLiteCheckpointer(state_dir / "loops.db")
+        refuse_old_layout(self.db_path)
+        self.runs = SQLiteStore(self.db_path)
+        self.lease_ttl, self.label = lease_ttl, label
         self.profile = ProfileStore(self.db_path)
         self.archive: ReportArchive = SQLiteArchive(self.db_path)
-        self.trades = TradeStore(self.db_path)
+        self.trades = Trades(self.runs, lease_ttl=lease_ttl, label=label)
         self.ledger_path = state_dir / "ledger.jsonl"
-        with transaction(self.db_path, write=True) as db:
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS decisions (run_id TEXT PRIMARY KEY,"
-                " approved INTEGER NOT NULL, by TEXT NOT NULL, via TEXT NOT NULL,"
-                " at TEXT NOT NULL, edited TEXT)"
-            )
+
+    # -- reading -------------------------------------------------------------------------
 
     def create(self, run_id: str, request: str, **fields: Any) -> dict[str, Any]:
-        record = {
-            "run_id": run_id,
-            "request": request,
-            "status": RUNNING,
-            "created": now(),
-            **fields,
-        }
-        self.records.save(run_id, record)
-        return record
+        """Start the run's journal with its request and settings (`RunExists` if taken)."""
+        lease = self.runs.start(
+            run_id,
+            kind=KIND,
+            ttl=self.lease_ttl,
+            holder=journal.holder_id(self.label),
+            meta={"request": request},
+            status=RUNNING,
+        )
+        try:
+            started = {"request": request, "created": now(), **fields}
+            self.runs.append(lease, "started", started)
+        finally:
+            self.runs.release(lease)
+        return self.get(run_id)
 
     def get(self, run_id: str) -> dict[str, Any]:
-        """The record; raises `UnknownRun` (listing pending runs) for an unknown id."""
-        record = self.records.load(run_id)
-        if record is None:
+        """The run's record, folded from its journal, with its lease if another holds it;
+        raises `UnknownRun` (listing pending runs) for an unknown id."""
+        try:
+            info = self.runs.run_info(run_id)
+        except RunNotFound:
+            info = None
+        if info is None or info.kind != KIND:
             raise UnknownRun(run_id, self.pending())
+        return self._record(info)
+
+    def _record(self, info: RunInfo) -> dict[str, Any]:
+        record = fold(info.run_id, self.runs.read(info.run_id))
+        record["lease"] = _lease(info)
+        if "notes" not in record:  # stopped in research: what its journal holds so far
+            record["evidence"] = self._evidence_so_far(info.run_id)
         return record
 
-    def update(self, run_id: str, **fields: Any) -> dict[str, Any]:
-        record = {**self.get(run_id), **fields}
-        self.records.save(run_id, record)
-        return record
+    def _evidence_so_far(self, run_id: str) -> list[dict[str, Any]]:
+        from market_analyst.evidence import from_journal  # its tools module is heavier
+
+        try:
+            return from_journal(self.runs.read(research_run(run_id)))
+        except RunNotFound:
+            return []
+
+    def run_ids(self) -> list[str]:
+        """Every run, oldest first."""
+        return [info.run_id for info in self.runs.list_runs(kind=KIND)]
+
+    def runs_with(self, *statuses: str) -> list[dict[str, Any]]:
+        """The records whose status is one of `statuses`, oldest first."""
+        found = [i for i in self.runs.list_runs(kind=KIND) if i.status in statuses]
+        return [self._record(info) for info in found]
 
     def pending(self) -> list[str]:
         """Runs waiting for a decision, oldest first."""
-        return self._with_status(PENDING)
+        return [i.run_id for i in self.runs.list_runs(kind=KIND, status=PENDING)]
 
-    def interrupted(self) -> list[str]:
-        """Runs that stopped before their draft was ready (resumable)."""
-        return self._with_status(RUNNING)
+    def interrupted(self) -> list[RunInfo]:
+        """Runs that have not reached their draft: stopped part-way (resumable), or being
+        worked on now (`leased`)."""
+        return self.runs.list_runs(kind=KIND, status=RUNNING)
 
-    def _with_status(self, status: str) -> list[str]:
-        return [record["run_id"] for record in self.runs(status)]
+    @contextmanager
+    def hold(self, run_id: str) -> Iterator[journal.Held]:
+        """The run under this process's lease while the block runs.
 
-    def runs(self, *statuses: str) -> list[dict[str, Any]]:
-        """The records whose status is one of `statuses`, least recently saved first."""
-        out = []
-        for run_id in self.records.list_runs():
-            record = self.records.load(run_id)
-            if record is not None and record.get("status") in statuses:
-                out.append(record)
-        return out
+        Raises:
+            RunLeased: another process holds it (it names who, and until when).
+            UnknownRun: there is no such run.
+        """
+        holder = journal.holder_id(self.label)
+        try:
+            lease = self.runs.acquire(run_id, ttl=self.lease_ttl, holder=holder)
+        except RunNotFound:
+            raise UnknownRun(run_id, self.pending()) from None
+        with journal.hold(self.runs, lease, fold) as run:
+            yield run
+
+    # -- deciding ------------------------------------------------------------------------
 
     def decide(
         self,
@@ -133,37 +190,32 @@ class RunStore:
     ) -> tuple[dict[str, Any], bool]:
         """Approve (publish, with the person's edit if given) or reject a pending run.
 
-        Returns `(record, changed)`. The first decision on a run wins: a later one
-        (from any process) changes nothing and gets `changed=False` with the record as
-        the first decision left it. Publishing archives the report and writes
+        Returns `(record, changed)`. The first decision on a run wins: a later one (from
+        any process) changes nothing and gets `changed=False` with the record as the first
+        decision left it. Publishing archives the report and writes
         `reports_dir/RUN_ID.md`, each exactly once.
 
         Raises:
             NoDraftYet: the run has not reached its draft.
+            RunLeased: another process holds the run now.
         """
-        record = self.get(run_id)
-        if record["status"] == RUNNING:
-            raise NoDraftYet(f"run {run_id} has no draft to decide on yet; resume it first")
-        wanted = Decision(approved=approve, by=by, via=via, at=now(), edited=edited)
-        with transaction(self.db_path, write=True) as db:
-            changed = db.execute(
-                "INSERT OR IGNORE INTO decisions (run_id, approved, by, via, at, edited)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (run_id, int(approve), by, via, wanted.at, edited),
-            ).rowcount
-            approved, *rest = db.execute(
-                "SELECT approved, by, via, at, edited FROM decisions WHERE run_id = ?",
-                (run_id,),
-            ).fetchone()
-        decision = Decision(
-            approved=bool(approved), by=rest[0], via=rest[1], at=rest[2], edited=rest[3]
-        )
-        return self._apply(record, decision), bool(changed)
+        with self.hold(run_id) as run:
+            record = run.record
+            if "verdict" not in record:
+                raise NoDraftYet(f"run {run_id} has no draft to decide on yet; resume it first")
+            changed = record.get("decision") is None
+            if changed:
+                wanted = Decision(approved=approve, by=by, via=via, at=now(), edited=edited)
+                status = None if approve else REJECTED
+                run.add("decision", asdict(wanted), key="report", status=status)
+            return self._publish(run), changed
 
-    def _apply(self, record: dict[str, Any], decision: Decision) -> dict[str, Any]:
-        run_id = record["run_id"]
-        if not decision.approved:
-            return self.update(run_id, status=REJECTED, decision=asdict(decision))
+    def _publish(self, run: journal.Held) -> dict[str, Any]:
+        """Publish an approved run that is not published yet; each step may be repeated."""
+        record = run.record
+        if record["status"] != PENDING or not record["decision"]["approved"]:
+            return record
+        run_id, decision = run.run_id, Decision(**record["decision"])
         markdown = render_report(record, decision)
         draft = record.get("draft_record") or {}
         self.archive.add(
@@ -184,9 +236,45 @@ class RunStore:
             partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
             partial.write_text(markdown, encoding="utf-8")
             os.replace(partial, path)
-        return self.update(
-            run_id, status=PUBLISHED, report_path=str(path), decision=asdict(decision)
-        )
+        return run.add("published", {"report_path": str(path)}, key="report", status=PUBLISHED)
+
+
+def research_run(run_id: str) -> str:
+    """The id of a run's research loop (ReWOO or Plan-and-Execute) in the store."""
+    return f"{run_id}/research"
+
+
+def fold(run_id: str, records: Sequence[JournalRecord]) -> dict[str, Any]:
+    """A run's record from its journal: the request and settings, each finished stage, the
+    usage of every process that worked on it, the last error, the decision."""
+    record: dict[str, Any] = {"run_id": run_id, "status": RUNNING}
+    usage, calls = Usage(), {}
+    for r in records:
+        if r.kind in ("started", "route", "research", "draft"):
+            record.update(r.data)
+        elif r.kind == "verdict":
+            record.update(r.data, status=PENDING, error=None)
+        elif r.kind == "usage":
+            usage = usage + Usage(**r.data["usage"])
+            for role, n in r.data["calls_by_role"].items():
+                calls[role] = calls.get(role, 0) + n
+        elif r.kind == "stopped":
+            record["error"] = r.data["error"]
+        elif r.kind == "decision":
+            record["decision"] = r.data
+            if not r.data["approved"]:
+                record["status"] = REJECTED
+        elif r.kind == "published":
+            record.update(r.data, status=PUBLISHED)
+    record.update(usage=dataclasses.asdict(usage), calls_by_role=calls)
+    return record
+
+
+def _lease(info: RunInfo) -> dict[str, str] | None:
+    """Who works on the run now, if anyone: its holder and until when (UTC)."""
+    if not info.leased or info.lease_expires_at is None:
+        return None
+    return {"holder": str(info.holder), "until": info.lease_expires_at.isoformat()}
 
 
 def render_report(record: dict[str, Any], decision: Decision) -> str:

@@ -6,7 +6,8 @@ times `settings.latency_scale`) so the ReWOO worker's parallelism is visible and
 loop comparison has something to compare; tests set the scale to 0. An unknown ticker
 raises `ValueError` naming the known tickers: the registry turns that into an `is_error`
 result the model can act on. A trade is one line appended to a local ledger file, keyed
-by its trade id so a proposal can never be recorded twice.
+by its trade id so a proposal can never be recorded twice; a call run again with the same
+idempotency key (after a crash) gets the line it wrote the first time.
 """
 
 from __future__ import annotations
@@ -162,12 +163,15 @@ def record_trade(
     approved_by: str = "unknown",
     via: str = "",
     ledger: Path | None = None,
+    call_key: str | None = None,
 ) -> str:
     """Append one simulated trade to the ledger (`ledger`, else `settings.ledger_path`),
     at the data source's last price.
 
     With a `trade_id` the ledger holds at most one trade under it: a second one raises
-    `ValueError`, checked and written under a lock (threads and, on POSIX, processes).
+    `ValueError`, checked and written under a lock (threads and, on POSIX, processes),
+    unless it comes with the same `call_key` (the loop's idempotency key for the call):
+    then it is the same call run again, and it gets the first one's line back.
     """
     if quantity < 1:
         raise ValueError(f"quantity must be at least 1, got {quantity}")
@@ -184,6 +188,7 @@ def record_trade(
         "via": via,
         "source": settings.source.name,
         "note": "simulated trade; nothing was sent to a broker",
+        "call_key": call_key,
     }
     path = ledger or settings.ledger_path
     with _ledger_lock:
@@ -193,6 +198,8 @@ def record_trade(
                 fcntl.flock(file, fcntl.LOCK_EX)  # released when the file closes
             file.seek(0)
             earlier = _find(file.read(), trade_id) if trade_id else None
+            if earlier is not None and call_key is not None and earlier.get("call_key") == call_key:
+                return _recorded(path, earlier)
             if earlier is not None:
                 raise ValueError(
                     f"trade {trade_id} is already in the ledger ({earlier['side']} "
@@ -200,7 +207,13 @@ def record_trade(
                     "one trade per proposal"
                 )
             file.write(json.dumps(entry) + "\n")
-    return _json({"recorded": True, "ledger": str(path), **entry})
+    return _recorded(path, entry)
+
+
+def _recorded(path: Path, entry: dict[str, Any]) -> str:
+    """What the trader is told: the ledger line (its idempotency key is the loop's affair)."""
+    shown = {k: v for k, v in entry.items() if k != "call_key"}
+    return _json({"recorded": True, "ledger": str(path), **shown})
 
 
 def _find(text: str, trade_id: str) -> dict[str, Any] | None:

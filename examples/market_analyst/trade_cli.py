@@ -5,7 +5,8 @@ After a report that recommends buying or selling is published, `--trade` propose
 trade at once; at a terminal the person is asked instead. A trade that waits for a
 person is decided at the prompt, or later with `--approve-trade TRADE_ID` or
 `--deny-trade TRADE_ID` from any process; the first decision wins, and a second one is
-refused (exit status 1).
+refused (exit status 1). A trade another process is working on is refused with the
+lease's holder and expiry (exit status 75, from `cli.main`).
 """
 
 from __future__ import annotations
@@ -19,13 +20,20 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from agentloops import AgentLoopsError, ModelClient
-from market_analyst import models
+from agentloops import AgentLoopsError, ModelClient, RunLeased
+from market_analyst import journal, models
 from market_analyst.approve import Ask, who
 from market_analyst.display import RunView, line
 from market_analyst.flags import SCRIPT
-from market_analyst.store import PUBLISHED, RunStore
-from market_analyst.trades import WAITING, UnknownTrade
+from market_analyst.store import PUBLISHED, AnalystStore
+from market_analyst.trades import (
+    APPLYING,
+    OPEN,
+    PROPOSING,
+    WAITING,
+    UnknownTrade,
+    trade_id_for,
+)
 from market_analyst.trading import TRADABLE, NotTradable, NotWaiting, Trader, describe
 
 ModelFor = Callable[[dict[str, Any]], ModelClient]
@@ -36,7 +44,7 @@ _STYLE = {"executed": "green", "waiting": "yellow", "refused": "red", "denied": 
 
 def offer(
     console: Console,
-    store: RunStore,
+    store: AnalystStore,
     run_id: str,
     args: argparse.Namespace,
     ask: Ask | None,
@@ -76,9 +84,12 @@ def offer(
             return 0
         if answer.strip().lower() not in ("y", "yes"):
             return 0
+    journal.refuse_if_held(store.runs, trade_id_for(run_id))  # before a model is started
     try:
         trader = Trader(model_for(record), store, on_event=RunView(console))
         trade, new = trader.propose(run_id, by=who(args), budget_usd=args.budget)
+    except RunLeased:
+        raise  # the command line says who holds it
     except (NotTradable, ValueError, AgentLoopsError, models.MissingCredentials) as exc:
         console.print(line((f"No trade: {exc}", "red")))
         return 2
@@ -92,7 +103,7 @@ def offer(
 
 def _decide_now(
     console: Console,
-    store: RunStore,
+    store: AnalystStore,
     trade: dict[str, Any],
     args: argparse.Namespace,
     ask: Ask | None,
@@ -120,7 +131,9 @@ def _decide_now(
         console.print(line(f"Please answer y, n or l ({answer!r} is none of them)."))
 
 
-def decide(console: Console, store: RunStore, args: argparse.Namespace, model_for: ModelFor) -> int:
+def decide(
+    console: Console, store: AnalystStore, args: argparse.Namespace, model_for: ModelFor
+) -> int:
     """`--approve-trade TRADE_ID` or `--deny-trade TRADE_ID`."""
     approve = bool(args.approve_trade)
     trade_id = args.approve_trade or args.deny_trade
@@ -130,7 +143,7 @@ def decide(console: Console, store: RunStore, args: argparse.Namespace, model_fo
 
 def _apply(
     console: Console,
-    store: RunStore,
+    store: AnalystStore,
     trade_id: str,
     approve: bool,
     args: argparse.Namespace,
@@ -140,7 +153,7 @@ def _apply(
     try:
         trade = store.trades.get(trade_id)
         changed = False
-        if trade["status"] == WAITING:  # else: refused below, without starting a model
+        if trade["status"] in OPEN:  # else: refused below, without starting a model
             model = model_for(store.get(trade["run_id"]))
             trader = Trader(model, store, on_event=RunView(console))
             trade, changed = trader.decide(trade_id, approve, by=who(args), via=via)
@@ -149,6 +162,8 @@ def _apply(
     except (UnknownTrade, NotWaiting) as exc:
         console.print(line((str(exc), "red")))
         return 2
+    except RunLeased:
+        raise  # the command line says who holds it
     except (AgentLoopsError, models.MissingCredentials) as exc:
         console.print(line((f"The trade stopped: {type(exc).__name__}: {exc}", "red")))
         return 1
@@ -170,7 +185,7 @@ def _apply(
     return 0
 
 
-def list_trades(console: Console, store: RunStore) -> int:
+def list_trades(console: Console, store: AnalystStore) -> int:
     """`--trades`: every proposal, newest first, with what became of it."""
     found = store.trades.list()
     if not found:
@@ -181,10 +196,20 @@ def list_trades(console: Console, store: RunStore) -> int:
         table.add_column(column)
     for t in found:
         decided = (t.get("decision") or {}).get("by") or _approver(t)
-        cells = (t["trade_id"], t["run_id"], t["status"], describe(t), decided)
+        cells = (t["trade_id"], t["run_id"], _status(t), describe(t), decided)
         table.add_row(*map(Text, cells))
     console.print(table)
     return 0
+
+
+def _status(trade: dict[str, Any]) -> str:
+    """The status, and for one caught part-way, whether a process is on it now."""
+    status = str(trade["status"])
+    if trade.get("lease"):
+        return f"{status} (held by {trade['lease']['holder']})"
+    if status in (PROPOSING, APPLYING):  # its process died: the next attempt finishes it
+        return f"{status} (stopped; propose or decide again to finish it)"
+    return status
 
 
 def _approver(trade: dict[str, Any]) -> str:

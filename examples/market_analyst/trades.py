@@ -1,26 +1,34 @@
-"""Trade proposals and their decisions, beside the runs in `analyst.db`, each taken once.
+"""Trade proposals: one journal per proposal on the run store, each proposal and decision
+taken once.
 
-A published report that recommends buying or selling may lead to one proposal (one
-trade at most): `claim` creates it in one SQLite transaction, so a second click or a
-second process gets the first proposal back. A proposal moves proposing -> executed |
-waiting | refused | none | failed; a waiting one is decided once (`claim_decision`, the
-first decision in any process wins), moves to applying, then executed | denied |
-refused. A failed proposal (the model or a tool broke) may be proposed again: the
-ledger holds at most one trade per trade id, so a retry can never trade twice.
+A published report that recommends buying or selling may lead to one proposal (one trade
+at most), `tr-...` after the report's `ma-...`. Its journal (kind "market_analyst_trade")
+holds "proposed" (who asked, the budget, the report, the limits, the trader's task), a
+"check" for each trade call the guardian judged (written before the call may run), the
+person's "decision" (a keyed record: the first one wins), "retried", and "settled" (where
+the proposal stands). The trader's ReAct loop journals its own run, `TRADE_ID/trader`.
+
+A proposal moves proposing -> executed | waiting | refused | none | failed; a waiting one
+is decided once and moves to applying, then executed | denied | refused. Whoever works on
+a proposal holds its lease; a proposal whose process died stays proposing (or applying)
+only until the next attempt takes it over and finishes it from the journals.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import json
-from pathlib import Path
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
-from market_analyst.db import transaction
+from agentloops import RunNotFound, SQLiteStore
+from agentloops.journal import JournalRecord, Lease, RunInfo
+from market_analyst import journal
 
 PROPOSING, WAITING, APPLYING = "proposing", "waiting", "applying"
 EXECUTED, REFUSED, DENIED, NONE, FAILED = "executed", "refused", "denied", "none", "failed"
 OPEN = (PROPOSING, WAITING, APPLYING)
+KIND = "market_analyst_trade"
+"""The kind of the proposals' journals in the run store."""
 
 
 class UnknownTrade(LookupError):
@@ -36,114 +44,114 @@ def trade_id_for(run_id: str) -> str:
     return "tr-" + run_id.removeprefix("ma-")
 
 
-class TradeStore:
-    """Table `trades` (one row per proposal, its record as JSON) and `trade_decisions`."""
+def trader_run(trade_id: str) -> str:
+    """The id of a proposal's ReAct loop in the store."""
+    return f"{trade_id}/trader"
 
-    def __init__(self, path: Path):
-        self.path = path
-        with transaction(path, write=True) as db:
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS trades (trade_id TEXT PRIMARY KEY,"
-                " run_id TEXT UNIQUE NOT NULL, status TEXT NOT NULL, data TEXT NOT NULL,"
-                " updated TEXT NOT NULL)"
-            )
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS trade_decisions (trade_id TEXT PRIMARY KEY,"
-                " approved INTEGER NOT NULL, by TEXT NOT NULL, via TEXT NOT NULL,"
-                " at TEXT NOT NULL)"
-            )
 
-    def claim(self, run_id: str, **fields: Any) -> tuple[dict[str, Any], bool]:
-        """Start the proposal for `run_id`'s report: `(record, True)`, or the proposal
-        already made `(record, False)`. A failed one is taken over and starts again."""
-        trade_id = trade_id_for(run_id)
-        record = {
-            "trade_id": trade_id,
-            "run_id": run_id,
-            "status": PROPOSING,
-            "created": now(),
-            **fields,
-        }
-        with transaction(self.path, write=True) as db:
-            row = db.execute("SELECT data FROM trades WHERE run_id = ?", (run_id,)).fetchone()
-            if row is not None:
-                earlier: dict[str, Any] = json.loads(row[0])
-                if earlier["status"] != FAILED:
-                    return earlier, False
-                record = {**earlier, **record, "retried": earlier.get("retried", 0) + 1}
-            db.execute(
-                "INSERT INTO trades (trade_id, run_id, status, data, updated)"
-                " VALUES (?, ?, ?, ?, ?) ON CONFLICT(trade_id) DO UPDATE SET"
-                " status = excluded.status, data = excluded.data, updated = excluded.updated",
-                (trade_id, run_id, PROPOSING, json.dumps(record), now()),
-            )
-        return record, True
+class Trades:
+    """The proposals' journals in `runs`; `lease_ttl` and `label` as for the runs."""
+
+    def __init__(self, runs: SQLiteStore, *, lease_ttl: float, label: str):
+        self.runs, self.lease_ttl, self.label = runs, lease_ttl, label
 
     def get(self, trade_id: str) -> dict[str, Any]:
-        """The record; raises `UnknownTrade` (listing waiting trades) for an unknown id."""
-        with transaction(self.path) as db:
-            row = db.execute("SELECT data FROM trades WHERE trade_id = ?", (trade_id,)).fetchone()
-        if row is None:
-            raise UnknownTrade(trade_id, [t["trade_id"] for t in self.list(WAITING)])
-        found: dict[str, Any] = json.loads(row[0])
-        return found
+        """The proposal; raises `UnknownTrade` (listing waiting trades) for an unknown id."""
+        info = self._info(trade_id)
+        if info is None:
+            waiting = self.runs.list_runs(kind=KIND, status=WAITING)
+            raise UnknownTrade(trade_id, [i.run_id for i in waiting])
+        return self._trade(info)
 
     def for_run(self, run_id: str) -> dict[str, Any] | None:
         """The proposal made after `run_id`'s report, if any."""
-        with transaction(self.path) as db:
-            row = db.execute("SELECT data FROM trades WHERE run_id = ?", (run_id,)).fetchone()
-        return None if row is None else json.loads(row[0])  # type: ignore[no-any-return]
+        info = self._info(trade_id_for(run_id))
+        return None if info is None else self._trade(info)
 
-    def update(self, trade_id: str, **fields: Any) -> dict[str, Any]:
-        with transaction(self.path, write=True) as db:
-            row = db.execute("SELECT data FROM trades WHERE trade_id = ?", (trade_id,)).fetchone()
-            if row is None:
-                raise UnknownTrade(trade_id, [])
-            record = {**json.loads(row[0]), **fields}
-            db.execute(
-                "UPDATE trades SET status = ?, data = ?, updated = ? WHERE trade_id = ?",
-                (record["status"], json.dumps(record), now(), trade_id),
-            )
-        return record
+    def _info(self, trade_id: str) -> RunInfo | None:
+        try:
+            info = self.runs.run_info(trade_id)
+        except RunNotFound:
+            return None
+        return info if info.kind == KIND else None
 
     def list(self, *statuses: str) -> list[dict[str, Any]]:
-        """Trades with one of `statuses` (all when none given), newest first."""
-        query, params = "SELECT data FROM trades", ()
-        if statuses:
-            query += f" WHERE status IN ({', '.join('?' * len(statuses))})"
-            params = statuses  # type: ignore[assignment]
-        with transaction(self.path) as db:
-            rows = db.execute(query + " ORDER BY updated DESC, trade_id", params).fetchall()
-        return [json.loads(r[0]) for r in rows]
+        """Proposals with one of `statuses` (all when none given), newest first."""
+        found = [i for i in self.runs.list_runs(kind=KIND) if not statuses or i.status in statuses]
+        found.sort(key=lambda i: (i.updated_at, i.run_id), reverse=True)
+        return [self._trade(info) for info in found]
 
-    def claim_decision(
-        self, trade_id: str, approved: bool, *, by: str, via: str
-    ) -> tuple[dict[str, Any], bool]:
-        """Record a person's decision on a waiting trade: `(record, True)` when this one
-        is the first (the trade moves to applying, carrying the decision), else
-        `(record, False)` with the record as the first decision left it."""
-        decision = {"approved": approved, "by": by, "via": via, "at": now()}
-        with transaction(self.path, write=True) as db:
-            row = db.execute("SELECT data FROM trades WHERE trade_id = ?", (trade_id,)).fetchone()
-            if row is None:
-                raise UnknownTrade(trade_id, [])
-            record = json.loads(row[0])
-            if record["status"] != WAITING:
-                return record, False
-            inserted = db.execute(
-                "INSERT OR IGNORE INTO trade_decisions (trade_id, approved, by, via, at)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (trade_id, int(approved), by, via, decision["at"]),
-            ).rowcount
-            if not inserted:  # a decision without the status moving: never apply it twice
-                return record, False
-            record = {**record, "status": APPLYING, "decision": decision}
-            db.execute(
-                "UPDATE trades SET status = ?, data = ?, updated = ? WHERE trade_id = ?",
-                (APPLYING, json.dumps(record), now(), trade_id),
-            )
-        return record, True
+    def _trade(self, info: RunInfo) -> dict[str, Any]:
+        trade = fold(info.run_id, self.runs.read(info.run_id))
+        trade["lease"] = (
+            {"holder": str(info.holder), "until": info.lease_expires_at.isoformat()}
+            if info.leased and info.lease_expires_at is not None
+            else None
+        )
+        return trade
+
+    def start(self, trade_id: str, proposed: Mapping[str, Any]) -> Lease:
+        """Create a proposal's journal, held by this process: the lease for `held`.
+
+        Raises:
+            RunExists: the report led to a proposal before.
+        """
+        lease = self.runs.start(
+            trade_id,
+            kind=KIND,
+            ttl=self.lease_ttl,
+            holder=journal.holder_id(self.label),
+            meta={"run_id": proposed["run_id"]},
+            status=PROPOSING,
+        )
+        try:
+            self.runs.append(lease, "proposed", proposed)
+        except BaseException:
+            self.runs.release(lease)
+            raise
+        return lease
+
+    def held(self, lease: Lease) -> AbstractContextManager[journal.Held]:
+        """The proposal `lease` holds, while the block runs; released after."""
+        return journal.hold(self.runs, lease, fold)
+
+    @contextmanager
+    def hold(self, trade_id: str) -> Iterator[journal.Held]:
+        """An existing proposal, held while the block runs.
+
+        Raises:
+            RunLeased: another process works on it now.
+            UnknownTrade: there is no such proposal.
+        """
+        self.get(trade_id)  # UnknownTrade names those waiting
+        lease = self.runs.acquire(
+            trade_id, ttl=self.lease_ttl, holder=journal.holder_id(self.label)
+        )
+        with journal.hold(self.runs, lease, fold) as held:
+            yield held
 
 
-def now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+def fold(trade_id: str, records: Sequence[JournalRecord]) -> dict[str, Any]:
+    """A proposal from its journal. `checks` holds the guardian's last check per call id
+    (what a resumed loop is judged by again); `calls` those of the last settled drive."""
+    trade: dict[str, Any] = {
+        "trade_id": trade_id,
+        "status": PROPOSING,
+        "calls": [],
+        "checks": {},
+        "retried": 0,
+        "decision": None,
+        "error": None,
+    }
+    for r in records:
+        if r.kind == "proposed":
+            trade.update(r.data)
+        elif r.kind == "check":
+            trade["checks"][r.data["call_id"]] = r.data
+        elif r.kind == "settled":
+            trade.update(r.data)
+        elif r.kind == "retried":
+            trade.update(status=PROPOSING, error=None, retried=trade["retried"] + 1)
+        elif r.kind == "decision":
+            trade.update(decision=r.data, status=APPLYING)
+    return trade

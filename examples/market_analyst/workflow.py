@@ -3,9 +3,14 @@
 A `Router` sends clear quick looks to a ReWOO flash briefing, and analysis or unclear
 requests to Plan-and-Execute deep research (with re-planning). A writer fills the
 structured `AnalystReport` from the research notes and tool outputs; a code check and a
-fresh-context `Evaluator` check its figures against those outputs; the run is saved as
-pending. Every stage's result is saved before the next begins, so a run that fails
-part-way continues where it stopped.
+fresh-context `Evaluator` check its figures against those outputs; the run then waits for
+a person.
+
+The run is a journal on the library's run store, worked on under its lease: each stage's
+result is appended before the next begins, with the usage it cost. The research loops are
+durable runs of their own (`RUN_ID/research`): a run stopped mid-research (Ctrl-C, a model
+error, a killed process) is resumed from their journal, and no model or tool call on
+record is made again.
 
 The stages are written once, as a generator that yields each component call it needs
 (`_Call`: the blocking method and its asyncio twin, same arguments); `proceed` performs
@@ -14,27 +19,26 @@ them in this thread (the command line), `aproceed` on the event loop (the web ap
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Awaitable, Callable, Generator
 from typing import Any
 
 from agentloops import (
-    CheckpointError,
     Evaluator,
-    Event,
     EventSink,
     ModelClient,
     PlanAndExecute,
     ReWOOPipeline,
     Router,
-    Usage,
     ask_structured,
 )
 from agentloops.plan_execute import PLANNER_SYSTEM, REPORTER_SYSTEM
 from agentloops.rewoo import PLANNER_SYSTEM as REWOO_PLANNER_SYSTEM
 from agentloops.structured import aask_structured  # not re-exported by agentloops (yet)
+from market_analyst import journal
 from market_analyst.archive import ArchivedReport
-from market_analyst.evidence import StepEvidence, item
+from market_analyst.evidence import from_journal, item
 from market_analyst.meter import Meter
 from market_analyst.prompts import (
     CRITERIA,
@@ -53,7 +57,7 @@ from market_analyst.report import (
     to_markdown,
     unsupported_figures,
 )
-from market_analyst.store import PENDING, RunStore
+from market_analyst.store import PENDING, AnalystStore, research_run
 from market_analyst.tickers import tickers_in
 from market_analyst.tools import RESEARCH_TOOLS
 
@@ -62,6 +66,8 @@ MODES = {"flash": FLASH, "deep": DEEP}
 
 Notify = Callable[[str, dict[str, Any]], None]
 """Called after each stage ("route", "draft", "verdict") with the updated record."""
+
+_Entries = list[tuple[str, dict[str, Any]]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,22 +84,12 @@ _Stages = Generator[_Call, Any, Any]
 """Stage code: yields the calls it needs, is sent their results (or thrown their errors)."""
 
 
-def _tee(*sinks: EventSink | None) -> EventSink:
-    live = [s for s in sinks if s is not None]
-
-    def sink(event: Event) -> None:
-        for s in live:
-            s(event)
-
-    return sink
-
-
 class Analyst:
     """The whole graph. Roles without their own client use `model`.
 
     Args:
         model: the router, solver, reporter, writer and evaluator.
-        store: where records and loop checkpoints are saved.
+        store: the runs' journals (the research loops' too), the profile and the archive.
         planner: the ReWOO and Plan-and-Execute planner (and replanner).
         executor: runs each Plan-and-Execute step.
         on_event: receives every loop event (the live view).
@@ -103,7 +99,7 @@ class Analyst:
     def __init__(
         self,
         model: ModelClient,
-        store: RunStore,
+        store: AnalystStore,
         *,
         planner: ModelClient | None = None,
         executor: ModelClient | None = None,
@@ -131,7 +127,7 @@ class Analyst:
         return await self.aproceed(run_id)
 
     def start(self, request: str, run_id: str, *, mode: str = "auto", **fields: Any) -> None:
-        """Check the request and save the new run's record (with its memory); nothing runs.
+        """Check the request and start the new run's journal (with its memory); nothing runs.
 
         Raises:
             ValueError: a blank request or an unknown mode.
@@ -148,9 +144,12 @@ class Analyst:
         return list({r.run_id: r for r in found if r is not None}.values())
 
     def proceed(self, run_id: str) -> dict[str, Any]:
-        """Do whatever stages this run still lacks; returns the pending record.
+        """Do whatever stages this run still lacks, holding its lease; returns the pending
+        record. On an error the journal keeps every finished stage, the usage spent and
+        the error.
 
-        On an error the record keeps every finished stage, the usage spent and the error.
+        Raises:
+            RunLeased: another process works on this run now (it names who, until when).
         """
         stages = self._stages(run_id)
         value: Any = None
@@ -183,26 +182,34 @@ class Analyst:
 
     def _stages(self, run_id: str) -> _Stages:
         record = self.store.get(run_id)
+        if "verdict" in record:
+            return record  # nothing left to do: no need to hold it
         meter = Meter()
-        try:
-            if "route" not in record:
-                record = self.store.update(run_id, **(yield from self._route(meter, record)))
-                self.notify("route", record)
-            if "notes" not in record:
-                notes, evidence = yield from self._research(meter, record)
-                record = self.store.update(run_id, notes=notes, evidence=evidence)
-            if "draft" not in record:
-                record = self.store.update(run_id, **(yield from self._write(meter, record)))
-                self.notify("draft", record)
-            if "verdict" not in record:
-                verdict = yield from self._evaluate(meter, record)
-                record = self.store.update(run_id, verdict=verdict, status=PENDING, error=None)
-                self.notify("verdict", record)
-        except BaseException as exc:
-            self.store.update(run_id, error=f"{type(exc).__name__}: {exc}")
-            raise
-        finally:
-            self._add_usage(run_id, meter)
+        with self.store.hold(run_id) as run:
+            record = run.record
+            try:
+                if "route" not in record:
+                    route = yield from self._route(meter, record)
+                    record = run.add("route", route, also=_spent(meter))
+                    self.notify("route", record)
+                if "notes" not in record:
+                    notes, evidence = yield from self._research(meter, record)
+                    research = {"notes": notes, "evidence": evidence}
+                    record = run.add("research", research, also=_spent(meter))
+                if "draft" not in record:
+                    draft = yield from self._write(meter, record)
+                    record = run.add("draft", draft, also=_spent(meter))
+                    self.notify("draft", record)
+                if "verdict" not in record:
+                    verdict = {"verdict": (yield from self._evaluate(meter, record))}
+                    record = run.add("verdict", verdict, status=PENDING, also=_spent(meter))
+                    self.notify("verdict", record)
+            except BaseException as exc:  # Ctrl-C and cancellation too: say where it stopped
+                with contextlib.suppress(Exception):  # if that fails, the first error counts
+                    run.add(
+                        "stopped", {"error": f"{type(exc).__name__}: {exc}"}, also=_spent(meter)
+                    )
+                raise
         return self.store.get(run_id)
 
     def _route(self, meter: Meter, record: dict[str, Any]) -> _Stages:
@@ -221,8 +228,11 @@ class Analyst:
         return {"route": decision.route, "route_reasoning": decision.reasoning}
 
     def _research(self, meter: Meter, record: dict[str, Any]) -> _Stages:
+        """The research loop, durable: started, or resumed from its journal."""
         run_id, memory = record["run_id"], record.get("memory", "")
         planner, main = meter.wrap(self.planner), meter.wrap(self.model)
+        runs, ttl = self.store.runs, self.store.lease_ttl
+        loop_id = research_run(run_id)
         if record["route"] == FLASH:
             flash = ReWOOPipeline(
                 planner,
@@ -230,8 +240,11 @@ class Analyst:
                 solver=main,
                 planner_system=f"{REWOO_PLANNER_SYSTEM}\n{memory}",
                 on_event=self.on_event,
+                store=runs,
+                lease_ttl=ttl,
             )
-            result = yield _Call(flash.run, flash.arun, (record["request"],), {"run_id": run_id})
+            drive = (flash, runs, record["request"], loop_id)
+            result = yield _Call(journal.drive, journal.adrive, drive, {"ttl": ttl})
             result.raise_for_stop()
             steps = result.plan.steps if result.plan else []
             evidence = [
@@ -240,35 +253,24 @@ class Analyst:
                 if s.step_id in result.evidence
             ]
             return result.answer, evidence
-
-        # The tool outputs are the evidence: collected from the events, and saved at
-        # each finished step (a resumed run does not repeat those calls).
-        def save(items: list[dict[str, Any]]) -> None:
-            self.store.update(run_id, evidence=items)
-
-        collected = StepEvidence(record.get("evidence", []), save)
         deep = PlanAndExecute(
             planner,
             RESEARCH_TOOLS,
             executor=meter.wrap(self.executor),
             reporter=main,
             replan=True,
-            checkpointer=self.store.loops,
-            on_event=_tee(collected, self.on_event),
+            on_event=self.on_event,
             planner_system=f"{PLANNER_SYSTEM}\n{memory}",
             reporter_system=f"{REPORTER_SYSTEM}\n{memory}",
+            store=runs,
+            lease_ttl=ttl,
         )
-        if record.get("research_started"):
-            try:
-                resumed = yield _Call(deep.resume, deep.aresume, (run_id,))
-                resumed.raise_for_stop()
-                return resumed.answer, collected.items
-            except CheckpointError:
-                pass  # nothing was saved before the stop: start the research again
-        self.store.update(run_id, research_started=True)
-        outcome = yield _Call(deep.run, deep.arun, (record["request"],), {"run_id": run_id})
+        drive = (deep, runs, record["request"], loop_id)
+        outcome = yield _Call(journal.drive, journal.adrive, drive, {"ttl": ttl})
         outcome.raise_for_stop()
-        return outcome.answer, collected.items
+        # The tool outputs are the evidence, read from the journal: a resumed run's replayed
+        # calls send no events, and the journal holds every call of every process.
+        return outcome.answer, from_journal(runs.read(loop_id))
 
     def _write(self, meter: Meter, record: dict[str, Any]) -> _Stages:
         """Fill the structured report, render it, and check its figures in code."""
@@ -306,11 +308,8 @@ class Analyst:
             return {"verdict": "fail", "reasons": reasons}
         return {"verdict": verdict.verdict, "reasons": list(verdict.reasons)}
 
-    def _add_usage(self, run_id: str, meter: Meter) -> None:
-        """Add this process's spend to the record's, so a resumed run reports its total."""
-        record = self.store.get(run_id)
-        total = Usage(**record.get("usage", {})) + meter.usage
-        calls = dict(record.get("calls_by_role", {}))
-        for role, n in meter.calls.items():
-            calls[role] = calls.get(role, 0) + n
-        self.store.update(run_id, usage=dataclasses.asdict(total), calls_by_role=calls)
+
+def _spent(meter: Meter) -> _Entries:
+    """The usage record for what `meter` counted since the last one (none if nothing)."""
+    spent = meter.take()
+    return [("usage", spent)] if spent is not None else []

@@ -3,11 +3,13 @@
 `create_app(store, clients)` serves the page (`static/`, plain HTML, CSS and a little
 JavaScript, no build step) and a small JSON API under `/api`. A run started here is
 driven on the server's event loop (`Analyst.aproceed`, the loops' asyncio drivers) and
-watched through server-sent events; it is saved in `analyst.db` like a command-line
-run, so either side can decide it, and `RunStore.decide` lets the first decision win
-across tabs and processes. The app binds to loopback only and refuses requests whose
-Host or Origin is not this machine's, and bodies that are not JSON, so another web
-site open in the same browser cannot start or decide runs.
+watched through server-sent events; it is a journal in `analyst.db` like a command-line
+run, so either side can decide it, and `AnalystStore.decide` lets the first decision win
+across tabs and processes. A run, decision or trade another process holds is refused
+with 409 and the lease's holder and expiry, which the page shows. The app binds to
+loopback only and refuses requests whose Host or Origin is not this machine's, and bodies
+that are not JSON, so another web site open in the same browser cannot start or decide
+runs.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from market_analyst.approve import figures_not_in_evidence
 from market_analyst.demo_model import BANNER
 from market_analyst.memory import Profile, parse_holdings, parse_tickers
 from market_analyst.models import Clients
-from market_analyst.store import PENDING, PUBLISHED, RUNNING, RunStore
+from market_analyst.store import PENDING, PUBLISHED, RUNNING, AnalystStore
 from market_analyst.trading import TRADABLE
 from market_analyst.web import views
 from market_analyst.web.guard import BadInput, error, guarded, json_body, text_field
@@ -52,7 +54,7 @@ LOOPBACK = ("127.0.0.1", "localhost")
 class WebApp:
     """The app's state and handlers: one store, one set of clients, the live runs."""
 
-    def __init__(self, store: RunStore, clients: Clients, *, user: str | None = None):
+    def __init__(self, store: AnalystStore, clients: Clients, *, user: str | None = None):
         self.store, self.clients = store, clients
         self.user = user or _login_name()
         self.live = LiveRuns()
@@ -103,7 +105,7 @@ class WebApp:
         )
 
     async def list_runs(self, request: Request) -> Response:
-        records = await run_in_threadpool(self.store.runs, PENDING, RUNNING)
+        records = await run_in_threadpool(self.store.runs_with, PENDING, RUNNING)
         live = self.live.running()
         by_status: dict[str, list[dict[str, Any]]] = {"pending": [], "running": []}
         for record in reversed(records):  # newest first
@@ -270,7 +272,7 @@ def _login_name() -> str:
 
 
 def create_app(
-    store: RunStore,
+    store: AnalystStore,
     clients: Clients,
     *,
     user: str | None = None,

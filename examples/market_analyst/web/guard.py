@@ -1,5 +1,6 @@
 """What the API accepts and how it refuses: JSON bodies sent by this page only, and every
-refusal as `{"error": message}` with a status, which the page shows as written.
+refusal as `{"error": message}` with a status, which the page shows as written (a run
+held by another process: 409, with its lease's holder and expiry).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from agentloops import RunLeased
+from market_analyst.journal import lease_message
 from market_analyst.store import NoDraftYet, UnknownRun
 from market_analyst.trades import UnknownTrade
 
@@ -62,6 +65,9 @@ def guarded(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
             return error(str(exc), 404)
         except NoDraftYet as exc:
             return error(str(exc), 409)
+        except RunLeased as exc:  # another process (or this server) works on it now
+            lease = {"holder": exc.holder, "until": exc.until.isoformat()}
+            return error(lease_message(exc), 409, lease=lease)
         except ValueError as exc:  # the analyst's own checks (an unknown mode, holdings)
             return error(str(exc), 400)
         return response

@@ -14,7 +14,7 @@ import uvicorn
 from starlette.applications import Starlette
 
 from market_analyst.models import Clients
-from market_analyst.store import RunStore
+from market_analyst.store import AnalystStore
 from market_analyst.web.app import create_app
 
 HOST = "127.0.0.1"
@@ -56,7 +56,7 @@ def server(app: Starlette, *, quiet: bool = False) -> uvicorn.Server:
 
 
 def serve_store(
-    store: RunStore,
+    store: AnalystStore,
     clients: Clients,
     *,
     port: int = 0,

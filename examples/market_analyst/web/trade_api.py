@@ -2,9 +2,10 @@
 
 `POST /api/runs/ID/trade` runs the trade proposal (`Trader.propose`, a small ReAct loop
 guarded by the profile) in a worker thread; `POST /api/trades/ID/decision` approves or
-denies a trade that waits. Both are taken once across tabs and processes (the store's
-claims): a second proposal for a report, or a second decision on a trade, changes
-nothing and is answered 409 with the trade as the first one left it.
+denies a trade that waits. Both are taken once across tabs and processes (under the
+proposal's lease, the decision a keyed journal record): a second proposal for a report, or
+a second decision on a trade, changes nothing and is answered 409 with the trade as the
+first one left it; one made while another process works on the trade, 409 with its lease.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from agentloops import AgentLoopsError
+from agentloops import AgentLoopsError, RunLeased
 from market_analyst.models import Clients
-from market_analyst.store import RunStore
+from market_analyst.store import AnalystStore
 from market_analyst.trades import WAITING
 from market_analyst.trading import NotTradable, NotWaiting, Trader, describe
 from market_analyst.web.guard import BadInput, error, json_body, text_field
@@ -29,7 +30,7 @@ MAX_BUDGET_USD = 1e9
 class TradeAPI:
     """The trade endpoints over one store, with the trader on `clients.main`."""
 
-    def __init__(self, store: RunStore, clients: Clients, user: str):
+    def __init__(self, store: AnalystStore, clients: Clients, user: str):
         self.store, self.clients, self.user = store, clients, user
 
     def endpoints(self) -> list[tuple[str, Callable[..., Any], list[str]]]:
@@ -64,6 +65,8 @@ class TradeAPI:
             )
         except NotTradable as exc:
             return error(f"No trade: {exc}.", 409)
+        except RunLeased:
+            raise  # answered 409 with the lease by `guarded`
         except AgentLoopsError as exc:  # saved as failed; proposing again is allowed
             trade = await run_in_threadpool(self.store.trades.for_run, run_id)
             failed = trade_view(trade) if trade is not None else None
@@ -91,6 +94,8 @@ class TradeAPI:
             )
         except NotWaiting as exc:
             return error(str(exc), 409)
+        except RunLeased:
+            raise  # answered 409 with the lease by `guarded`
         except AgentLoopsError as exc:
             trade = await run_in_threadpool(self.store.trades.get, trade_id)
             message = f"The trade stopped: {type(exc).__name__}: {exc}"
@@ -135,4 +140,5 @@ def trade_view(trade: dict[str, Any]) -> dict[str, Any]:
         "approved_by": entry["approved_by"] if entry else None,
         "answer": trade.get("answer", ""),
         "error": trade.get("error"),
+        "lease": trade.get("lease"),
     }

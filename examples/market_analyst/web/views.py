@@ -59,6 +59,7 @@ def run_view(record: dict[str, Any], *, live: bool, running: bool = False) -> di
         "calls_by_role": record.get("calls_by_role", {}),
         "decision": record.get("decision"),
         "error": record.get("error"),
+        "lease": record.get("lease"),
         "live": live,
         "running_here": running,
     }
@@ -75,6 +76,7 @@ def run_summary(record: dict[str, Any], *, live: bool) -> dict[str, Any]:
         "route": record.get("route"),
         "verdict": verdict.get("verdict"),
         "error": record.get("error"),
+        "lease": record.get("lease"),
         "live": live,
     }
 

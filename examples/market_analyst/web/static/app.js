@@ -111,7 +111,9 @@ async function openRun(runId) {
 function renderRecord(run) {
   current.record = run;
   $("run-request").textContent = run.request;
-  setStatus(run.error && run.status === "running" && !run.running_here ? "stopped" : run.status);
+  const elsewhere = run.lease && !run.running_here;
+  setStatus(run.error && run.status === "running" && !run.running_here && !elsewhere
+    ? "stopped" : run.status);
   if (run.route) showRoute(run.route, run.loop, run.route_reasoning);
   if (run.draft_html) showDraft(run.draft_html);
   if (run.verdict) showVerdict(run.verdict);
@@ -119,7 +121,10 @@ function renderRecord(run) {
     const calls = Object.values(run.calls_by_role || {}).reduce((a, b) => a + b, 0);
     renderTokens(run.usage, calls);
   }
-  if (run.error && run.status === "running") {
+  if (elsewhere) {
+    say($("run-error"), `Held by ${run.lease.holder} until ${clock(run.lease.until)}: ` +
+      "another process is working on this run.", "error");
+  } else if (run.error && run.status === "running") {
     say($("run-error"), `Stopped: ${run.error}. Continue it with: ` +
       `python examples/market_analyst.py --resume ${run.run_id}`, "error");
   }
@@ -443,6 +448,11 @@ async function refreshTrades() {
 
 // -- lists, archive, profile -------------------------------------------------------------------
 
+function clock(iso) {
+  // A lease's expiry, as this browser's local time of day.
+  return new Date(iso).toLocaleTimeString();
+}
+
 function runLink(run) {
   const item = el("li");
   const link = el("a", "", "run-link");
@@ -452,8 +462,12 @@ function runLink(run) {
   meta.append(el("span", run.run_id, "mono"));
   if (run.verdict) meta.append(" ", el("span", run.verdict, `badge small ${run.verdict}`));
   if (run.status === "running") {
-    const state = run.live ? "running here" : run.error ? "stopped" : "not finished";
-    meta.append(" ", el("span", state, `badge small ${run.live ? "running" : "stopped"}`));
+    const busy = run.live || run.lease;
+    const state = run.live ? "running here" : run.lease ? "running elsewhere"
+      : run.error ? "stopped" : "not finished";
+    const badge = el("span", state, `badge small ${busy ? "running" : "stopped"}`);
+    if (run.lease) badge.title = `held by ${run.lease.holder} until ${clock(run.lease.until)}`;
+    meta.append(" ", badge);
   }
   link.append(meta);
   item.append(link);

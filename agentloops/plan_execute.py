@@ -233,25 +233,19 @@ class PlanAndExecute:
     ) -> tuple[session.Opener, session.Make[PlanExecuteResult]]:
         run_id = run_id or uuid.uuid4().hex[:12]
         machine = self.machine(task, run_id=run_id, observed=observed)
-        durability = self._durability
-        if durability is None:
-            return session.plain, lambda meta: machine
-        return (
-            lambda: session.begin(durability, kind=_LOOP, run_id=run_id, meta={"task": task}),
-            lambda meta: machine,
-        )
+        return session.starting(self._durability, _LOOP, run_id, {"task": task}, machine)
 
     def _restart(
         self, run_id: str, decisions: dict[str, bool] | None, observed: bool
     ) -> tuple[session.Opener, session.Make[PlanExecuteResult]]:
-        durability = self._durability
-        if durability is None:
+        if self._durability is None:  # the checkpointer's way
             machine = self.resume_machine(run_id, decisions, observed=observed)
-            return session.plain, lambda meta: machine
-        return (
-            lambda: session.reopen(durability, kind=_LOOP, run_id=run_id, decisions=decisions),
-            lambda meta: self._replayed(meta["task"], run_id, observed),
-        )
+            return session.plain, lambda _: machine
+
+        def make(meta: dict[str, Any]) -> Machine[PlanExecuteResult]:
+            return self._replayed(meta["task"], run_id, observed)
+
+        return session.resuming(self._durability, _LOOP, run_id, decisions, make)
 
     def _replayed(self, task: str, run_id: str, observed: bool) -> Machine[PlanExecuteResult]:
         state = RunState(run_id=run_id, task=task)

@@ -272,25 +272,15 @@ class ReWOOPipeline:
     ) -> tuple[session.Opener, session.Make[ReWOOResult]]:
         run_id = run_id or uuid.uuid4().hex[:12]
         machine = self.machine(task, run_id=run_id, observed=observed)
-        durability = self._durability
-        if durability is None:
-            return session.plain, lambda meta: machine
-        meta = {"task": task}
-        return (
-            lambda: session.begin(durability, kind=_LOOP, run_id=run_id, meta=meta),
-            lambda meta: machine,
-        )
+        return session.starting(self._durability, _LOOP, run_id, {"task": task}, machine)
 
     def _restart(
         self, run_id: str, decisions: dict[str, bool] | None, observed: bool
     ) -> tuple[session.Opener, session.Make[ReWOOResult]]:
-        durability = self._durability
-        if durability is None:
-            raise ConfigurationError("resuming a run needs a store: ReWOOPipeline(..., store=)")
-        return (
-            lambda: session.reopen(durability, kind=_LOOP, run_id=run_id, decisions=decisions),
-            lambda meta: self.machine(meta["task"], run_id=run_id, observed=observed),
-        )
+        def make(meta: dict[str, Any]) -> Machine[ReWOOResult]:
+            return self.machine(meta["task"], run_id=run_id, observed=observed)
+
+        return session.resuming(self._durability, _LOOP, run_id, decisions, make)
 
     def _host(self) -> ToolHost:
         return ToolHost(self.tools, self.executor)

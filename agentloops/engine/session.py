@@ -196,6 +196,33 @@ Opener = Callable[[], Session]
 Make = Callable[[dict[str, Any]], Machine[R]]
 
 
+def starting(
+    d: Durability | None, kind: str, run_id: str, meta: Mapping[str, Any], machine: Machine[R]
+) -> tuple[Opener, Make[R]]:
+    """How a loop starts `machine`: plainly, or (with a store) as a new durable run."""
+    if d is None:
+        return plain, lambda _: machine
+    return (lambda: begin(d, kind=kind, run_id=run_id, meta=meta)), lambda _: machine
+
+
+def resuming(
+    d: Durability | None,
+    kind: str,
+    run_id: str,
+    decisions: Mapping[str, bool] | None,
+    make: Make[R],
+) -> tuple[Opener, Make[R]]:
+    """How a loop resumes run `run_id` from its store: `make(meta)` builds the machine the
+    journal is replayed into.
+
+    Raises:
+        ConfigurationError: the loop has no store.
+    """
+    if d is None:
+        raise ConfigurationError("resuming a run by its id needs a store: give the loop store=")
+    return (lambda: reopen(d, kind=kind, run_id=run_id, decisions=decisions)), make
+
+
 def run(open_: Opener, make: Make[R], host: ToolHost, on_event: EventSink | None) -> R:
     with open_() as session:
         return sync.run(session.journaled(make(session.meta), host), host, on_event)

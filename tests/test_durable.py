@@ -319,3 +319,27 @@ def test_an_approved_call_in_doubt_is_asked_about_again_before_it_runs_again(
     assert result.answer == "Sent." and LEDGER == [("died", "r1:s1"), ("send", "r1:s1")]
     again = ReActLoop(ScriptedModel([]), [send], store=durable_store).resume("r1", {"s1": True})
     assert again.answer == "Sent." and len(LEDGER) == 2  # a second "yes" changes nothing
+
+
+def test_a_yes_to_a_call_in_doubt_stands_until_its_outcome_is_recorded(
+    durable_store: Any, ReActLoop: Any
+) -> None:
+    crashing_run(durable_store, [charge], "charge")
+
+    @tool(name="charge", read_only=False)
+    def dies_again(key: str) -> str:
+        """Dies again."""
+        LEDGER.append(("died again", idempotency_key()))
+        raise Crash
+
+    with pytest.raises(Crash):  # run again as decided, and interrupted again
+        ReActLoop(ScriptedModel([]), [dies_again], store=durable_store).resume("r1", {"c1": True})
+    # The same decision from a second operator (or a retry) is taken as given, not refused.
+    loop = ReActLoop(ScriptedModel(["Charged."]), [charge], store=durable_store)
+    result = loop.resume("r1", {"c1": True})
+    assert result.answer == "Charged." and [x for x, _ in LEDGER] == [
+        "died",
+        "died again",
+        "charge",
+    ]
+    assert [r.kind for r in durable_store.read("r1")].count("doubt_decision") == 1

@@ -12,7 +12,9 @@ per line on stdin, answering each with one JSON line:
   when it exited, `{"signal": n}` when a signal killed it.
 
 A fork is a fresh process (no loop, store, model or lease carries over; each child opens
-its own store) that starts in milliseconds, so a test can kill and resume many runs.
+its own store) that starts in milliseconds, so a test can kill and resume many runs. The
+zygote runs every loop once before it serves (on a throwaway SQLite file), so the children
+start with everything imported and built.
 
 Every loop here is built deterministically: its models are `FunctionModel`s that answer
 from the request alone, so a run and its resumption in another process see the same
@@ -35,9 +37,11 @@ import os
 import re
 import signal
 import sys
+import tempfile
 import threading
 import time
 import traceback
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -60,6 +64,8 @@ from agentloops.messages import message_to_dict
 from agentloops.testing import FunctionModel, respond, respond_structured
 
 TASK = "Settle the accounts."
+PAY_TASK = "Pay the invoice."
+LOOPS = ("react", "rewoo", "pe")
 USAGE = Usage(input_tokens=10, output_tokens=5)
 
 
@@ -347,8 +353,27 @@ def run_job(spec: dict[str, Any], backend: str, target: str) -> dict[str, Any]:
 # -- the zygote -------------------------------------------------------------------------------
 
 
+def warm_up() -> None:
+    """Run every loop once here, on both drivers, so that each child starts warm (modules
+    imported, tool schemas and caches built) and a test pays for that once."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for loop, task, driver in itertools.product(LOOPS, (TASK, PAY_TASK), ("sync", "async")):
+            spec = {"loop": loop, "op": "run", "run_id": f"{loop}-{task}-{driver}", "task": task}
+            job = Job({**spec, "driver": driver, "ledger": f"{tmp}/ledger", "log": f"{tmp}/log"})
+            store = SQLiteStore(f"{tmp}/runs.db")
+            drive(build(job, store), job.spec, None)
+            store.close()
+
+
 def main() -> None:
     backend, target = sys.argv[1], sys.argv[2]
+    warm_up()
+    if backend == "postgres":  # libpq loaded and the tables made, then the connection closed
+        with PostgresStore(target) as store:
+            store.list_runs(kind="none")
+    # The warm-up left idle tool threads behind; a forked child does not count on them
+    # (agentloops.engine._threads), so forking here is safe.
+    warnings.filterwarnings("ignore", "This process .* is multi-threaded", DeprecationWarning)
     print(json.dumps({"ready": os.getpid()}), flush=True)
     for line in sys.stdin:
         command = json.loads(line)

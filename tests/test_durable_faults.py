@@ -10,6 +10,7 @@ the journals through its own store.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import select
@@ -341,7 +342,10 @@ def lapsed(fleet: Fleet, run_id: str, killed: Child) -> list[JournalRecord]:
 def race(fleet: Fleet, loop: str, run_id: str, **options: Any) -> tuple[Child, Child]:
     """Two processes resuming `run_id` at the same moment; (the driver, the other)."""
     start_at = time.time() + 0.3
-    pair = [fleet.spawn(loop, "resume", run_id, start_at=start_at, **options) for _ in "ab"]
+    pair = [
+        fleet.spawn(loop, "resume", run_id, start_at=start_at, driver=driver, **options)
+        for driver in DRIVERS  # one on each driver
+    ]
     fleet.wait(*pair)
     assert [c.exit for c in pair] == [{"code": 0}] * 2
     drove = [c for c in pair if c.out.get("ok")]
@@ -416,22 +420,34 @@ def test_an_approved_call_killed_mid_flight_is_asked_about_again(fleet: Fleet, l
 # -- SIGSTOP past the lease ----------------------------------------------------------------------
 
 
-def suspend(pid: int, store: RunStore) -> None:
-    """SIGSTOP `pid` at a moment it holds no SQLite write lock.
+def suspend(pid: int, store: RunStore, ledger: Path) -> None:
+    """SIGSTOP `pid` at a moment it holds no lock another process would wait for.
 
     A process suspended inside a write transaction (its lease keeper renewing, another
-    thread journaling) keeps SQLite's one write lock: every other process then waits up to
-    the store's `timeout`. That is SQLite's nature, not what this test is about, so the
-    holder is let go on and stopped again until the lock is free.
+    thread journaling) keeps SQLite's one write lock, and one suspended while another of
+    its tool threads writes the ledger keeps the ledger's lock: every other process then
+    waits. That is the nature of locks, not what this test is about, so the holder is let
+    go on and stopped again until both are free.
     """
     for _ in range(200):
         os.kill(pid, signal.SIGSTOP)
         wait_until(lambda: Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0] == "T")
-        if not isinstance(store, SQLiteStore) or _write_lock_free(store):
+        sqlite_free = not isinstance(store, SQLiteStore) or _write_lock_free(store)
+        if sqlite_free and _ledger_free(ledger):
             return
         os.kill(pid, signal.SIGCONT)
         time.sleep(0.005)
-    pytest.fail(f"process {pid} kept the write lock")
+    pytest.fail(f"process {pid} kept a lock")
+
+
+def _ledger_free(path: Path) -> bool:
+    with open(path, "a") as ledger:
+        try:
+            fcntl.flock(ledger, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        fcntl.flock(ledger, fcntl.LOCK_UN)
+        return True
 
 
 def _write_lock_free(store: SQLiteStore) -> bool:
@@ -453,9 +469,10 @@ def test_a_holder_suspended_past_its_lease_cannot_append_after_a_take_over(
     run_id = new_id(f"stop-{loop}")
     marker, go = fleet.tmp / f"{run_id}.inside", fleet.tmp / f"{run_id}.go"
     stall = {"n": 1, "marker": str(marker), "go": str(go)}
-    holder = fleet.spawn(loop, "run", run_id, ttl=KILLED_TTL, stall=stall)
+    driver = DRIVERS[LOOPS.index(loop) % 2]  # react and pe held by the sync driver, rewoo async
+    holder = fleet.spawn(loop, "run", run_id, ttl=KILLED_TTL, stall=stall, driver=driver)
     wait_until(marker.exists)  # inside its first tool call, holding the lease
-    suspend(holder.pid, fleet.store)
+    suspend(holder.pid, fleet.store, fleet.tmp / f"{run_id}.ledger")
     try:
         ref = reference(fleet, loop)  # meanwhile, the stopped holder's lease lapses
         wait_until(lambda: not fleet.store.run_info(run_id).leased)

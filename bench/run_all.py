@@ -3,9 +3,11 @@
 `make bench` runs this after installing the `bench` extra. Each script's Markdown output
 goes to bench/results/<script>.md; the run fails if a script fails or the whole takes
 longer than the budget (8 minutes on 2 cores; async_runs.py alone takes about 3, most of
-it pydantic-ai's 10,000 steps, timed and then traced).
+it pydantic-ai's 10,000 steps, timed and then traced; durability.py about 1.5, most of it
+LangGraph checkpointing 1,000-step runs).
 
     python bench/run_all.py [--quick]
+    .ci/with-postgres python bench/run_all.py    # with the PostgreSQL cases
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ SCRIPTS = (
     "memory.py",
     "async_runs.py",
     "stream_overhead.py",
+    "durability.py",
 )
-QUICK = {"react_overhead.py", "async_runs.py", "stream_overhead.py"}
+QUICK = {"react_overhead.py", "async_runs.py", "stream_overhead.py", "durability.py"}
 """The scripts that take `--quick`."""
 BUDGET_SECONDS = 480
 

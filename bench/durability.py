@@ -187,10 +187,14 @@ def cases(conninfo: str | None) -> dict[str, tuple[str, Prepare]]:
 
 
 def measure(
-    all_cases: dict[str, tuple[str, Prepare]], quick: bool, tmp: Path, fsyncs: list[float]
+    all_cases: dict[str, tuple[str, Prepare]],
+    quick: bool,
+    tmp: Path,
+    fsyncs: dict[tuple[str, int], list[tuple[float, float]]],
 ) -> dict:
-    """Per case and run length: samples of (wall us, CPU us, bytes) per step. Before each
-    round, the disk's fsync time goes to `fsyncs` (ms)."""
+    """Per case and run length: samples of (wall us, CPU us, bytes) per step, in round
+    order. Around each sample of a case that waits for fsync at each commit, the disk's
+    fsync time just before and just after it goes to `fsyncs[(case, steps)]` (ms)."""
     samples: dict[str, dict[int, list[tuple[float, float, float]]]] = {n: {} for n in all_cases}
     for _, prepare in all_cases.values():  # warm-up: first-call imports and caches
         trial = prepare(5, tmp)
@@ -199,7 +203,6 @@ def measure(
     for steps in STEPS:
         rounds = (QUICK_ROUNDS if quick else ROUNDS)[steps]
         for i in range(rounds):
-            fsyncs.append(fsync_ms(tmp, 20))
             for name, (framework, prepare) in all_cases.items():
                 # LangGraph checkpointing writes up to 1 GB per 1,000-step run, and the disk
                 # is slow to fsync for a while after: its runs come in the last rounds only,
@@ -209,11 +212,14 @@ def measure(
                     continue
                 trial = prepare(steps, tmp)
                 gc.collect()
+                before = fsync_ms(tmp, 10) if waits_for_fsync(name) else 0.0
                 start, cpu = time.perf_counter(), time.process_time()
                 trial.run()
                 wall, cpu = time.perf_counter() - start, time.process_time() - cpu
                 written = trial.written()
                 trial.close()
+                if waits_for_fsync(name):
+                    fsyncs.setdefault((name, steps), []).append((before, fsync_ms(tmp, 10)))
                 sample = (wall / steps * 1e6, cpu / steps * 1e6, written / steps)
                 samples[name].setdefault(steps, []).append(sample)
         print(f"  measured {steps} steps", flush=True)
@@ -267,6 +273,33 @@ def report(samples: dict, all_cases: dict[str, tuple[str, Prepare]]) -> list[str
     return lines
 
 
+def waits_for_fsync(case: str) -> bool:
+    """Whether the case's commits wait for the disk (agentloops' FULL SQLite and
+    PostgreSQL; LangGraph's checkpoints are bound by their own CPU time)."""
+    return "FULL" in case or "Postgres" in case
+
+
+def by_round(
+    samples: dict,
+    all_cases: dict[str, tuple[str, Prepare]],
+    fsyncs: dict[tuple[str, int], list[tuple[float, float]]],
+) -> list[str]:
+    """The cases that wait for fsync at each commit, sample by sample, beside the disk's
+    fsync time measured just before and just after: what they add is mostly that."""
+    lines = [
+        "| case | steps | each sample: fsync ms before / after -> wall ms per step |",
+        "|---|---|---|",
+    ]
+    for name in all_cases:
+        if not waits_for_fsync(name):
+            continue
+        for n in STEPS:
+            pairs = zip(fsyncs[(name, n)], samples[name][n], strict=True)
+            cells = ", ".join(f"{b:.2f} / {a:.2f} -> {s[0] / 1000:.2f}" for (b, a), s in pairs)
+            lines.append(f"| {name} | {n} | {cells} |")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds")
@@ -284,16 +317,12 @@ def main() -> None:
         all_cases = cases(conninfo)
         print(sqlite_settings(tmp))
         print(f"journal writes (transactions) per ReAct step: {writes_per_step(tmp):.2f}")
-        fsyncs: list[float] = []
+        fsyncs: dict[tuple[str, int], list[tuple[float, float]]] = {}
         samples = measure(all_cases, args.quick, tmp, fsyncs)
-        fsyncs.append(fsync_ms(tmp, 20))
-    print(
-        "fsync of a 4 KiB append in the same directory, before each round and at the end: "
-        + ", ".join(f"{f:.2f}" for f in fsyncs)
-        + " ms"
-    )
     print()
     print("\n".join(report(samples, all_cases)))
+    print()
+    print("\n".join(by_round(samples, all_cases, fsyncs)))
     args.json.parent.mkdir(exist_ok=True)
     args.json.write_text(
         json.dumps({k: {str(n): s for n, s in v.items()} for k, v in samples.items()})

@@ -22,7 +22,7 @@ import agentloops
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 README = ROOT / "README.md"
-RUNNABLE = ["compare.md", "durability.md"]
+RUNNABLE = ["checkpoints.md", "compare.md", "durability.md"]
 BLOCK = re.compile(r"^```python\n(.*?)^```$", re.DOTALL | re.MULTILINE)
 SHELL = re.compile(r"^```(?:sh|bash)\n(.*?)^```$", re.DOTALL | re.MULTILINE)
 COMMANDS = ("make", ".venv/bin/python", ".venv/bin/pip", "export", "ollama")

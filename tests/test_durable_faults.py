@@ -233,6 +233,10 @@ def kill_points(ref: Reference) -> list[tuple[str, int, str]]:
     return writes + tools
 
 
+def kill_event(at: str, n: int, when: str) -> dict[str, Any]:
+    return {"event": "killed", "at": at, "n": n, "when": when}
+
+
 @pytest.mark.parametrize("loop", LOOPS)
 def test_a_run_killed_at_any_effect_boundary_resumes_to_the_same_end_with_every_effect_once(
     fleet: Fleet, loop: str
@@ -255,13 +259,7 @@ def test_a_run_killed_at_any_effect_boundary_resumes_to_the_same_end_with_every_
         for run_id, ((at, n, when), child) in batch.items():
             if child.exit != {"signal": signal.SIGKILL}:
                 pytest.fail(f"not killed at {at} {n} {when}: {child.exit} {child.out}")
-            assert {
-                "event": "killed",
-                "at": at,
-                "n": n,
-                "when": when,
-                "pid": child.pid,
-            } in child.log
+            assert {**kill_event(at, n, when), "pid": child.pid} in child.log
             snapshots[run_id] = fleet.store.read(run_id)
             if at == "write":  # the journal holds exactly the writes that were committed
                 committed = n - 1 if when == "before" else n

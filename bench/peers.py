@@ -10,6 +10,7 @@ peer is not installed.
 from __future__ import annotations
 
 import contextlib
+import uuid
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -22,8 +23,15 @@ def add(a: int, b: int) -> str:
     return str(a + b)
 
 
-def prepare_langgraph(steps: int) -> Runner:
-    """LangChain's `create_agent` (a LangGraph graph), or LangGraph's older prebuilt."""
+def prepare_langgraph(
+    steps: int, *, checkpointer: Any = None, durability: str | None = None
+) -> Runner:
+    """LangChain's `create_agent` (a LangGraph graph), or LangGraph's older prebuilt.
+
+    With a `checkpointer`, each run is a new thread and LangGraph saves its checkpoints
+    there with the given `durability` ("sync": before the next step; LangGraph's default
+    "async": while the next step runs; "exit": at the end).
+    """
     from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
     from langchain_core.messages import AIMessage
 
@@ -50,12 +58,16 @@ def prepare_langgraph(steps: int) -> Runner:
     replies.append(AIMessage(content="done"))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        agent = create_agent(FakeChat(messages=iter(replies)), [add])
+        agent = create_agent(FakeChat(messages=iter(replies)), [add], checkpointer=checkpointer)
     # Each step is two graph nodes (model, tools); the default limit would stop the run.
-    config = {"recursion_limit": 2 * steps + 10}
+    config: dict[str, Any] = {"recursion_limit": 2 * steps + 10}
+    options: dict[str, Any] = {}
+    if checkpointer is not None:
+        config["configurable"] = {"thread_id": uuid.uuid4().hex}
+        options["durability"] = durability
 
     def run() -> object:
-        out = agent.invoke({"messages": [{"role": "user", "content": "go"}]}, config)
+        out = agent.invoke({"messages": [{"role": "user", "content": "go"}]}, config, **options)
         assert out["messages"][-1].content == "done", out["messages"][-1]
         return out
 

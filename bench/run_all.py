@@ -2,10 +2,12 @@
 
 `make bench` runs this after installing the `bench` extra. Each script's Markdown output
 goes to bench/results/<script>.md; the run fails if a script fails or the whole takes
-longer than the budget (8 minutes on 2 cores; async_runs.py alone takes about 3, most of
-it pydantic-ai's 10,000 steps, timed and then traced).
+longer than the budget (10 minutes on 2 cores; async_runs.py alone takes about 3, most of
+it pydantic-ai's 10,000 steps, timed and then traced; durability.py about 2.5, most of it
+LangGraph checkpointing 1,000-step runs).
 
     python bench/run_all.py [--quick]
+    .ci/with-postgres python bench/run_all.py    # with the PostgreSQL cases
 """
 
 from __future__ import annotations
@@ -26,10 +28,11 @@ SCRIPTS = (
     "memory.py",
     "async_runs.py",
     "stream_overhead.py",
+    "durability.py",
 )
-QUICK = {"react_overhead.py", "async_runs.py", "stream_overhead.py"}
+QUICK = {"react_overhead.py", "async_runs.py", "stream_overhead.py", "durability.py"}
 """The scripts that take `--quick`."""
-BUDGET_SECONDS = 480
+BUDGET_SECONDS = 600
 
 
 def main() -> int:

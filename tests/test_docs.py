@@ -31,6 +31,7 @@ DOCS = ROOT / "docs"
 README = ROOT / "README.md"
 RUNNABLE = [
     "async.md",
+    "checkpoints.md",
     "compare.md",
     "durability.md",
     "plan-and-execute.md",

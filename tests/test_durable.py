@@ -295,3 +295,51 @@ def test_resuming_by_run_id_needs_a_store() -> None:
 def test_idempotency_key_is_none_outside_a_loops_call() -> None:
     assert idempotency_key() is None
     assert respond("x").message.text == "x"
+
+
+def test_an_approved_call_in_doubt_is_asked_about_again_before_it_runs_again(
+    durable_store: Any, ReActLoop: Any
+) -> None:
+    @tool(name="send", read_only=False, requires_approval=True)
+    def dies(to: str) -> str:
+        """Dies while sending."""
+        LEDGER.append(("died", idempotency_key()))
+        raise Crash
+
+    model = ScriptedModel([use_tools(ToolCall("s1", "send", {"to": "ann"}))])
+    ReActLoop(model, [dies], store=durable_store).run("q", run_id="r1")
+    with pytest.raises(Crash):  # approved, started, and the process died during it
+        ReActLoop(ScriptedModel([]), [dies], store=durable_store).resume("r1", {"s1": True})
+    loop = ReActLoop(ScriptedModel(["Sent."]), [send], store=durable_store)
+    with pytest.raises(CallInDoubt) as info:  # the approval was for one run, not a second
+        loop.resume("r1")
+    assert [c.id for c in info.value.calls] == ["s1"] and LEDGER == [("died", "r1:s1")]
+    assert durable_store.run_info("r1").status == "in_doubt"
+    result = loop.resume("r1", {"s1": True})  # a person decides: run it again, same key
+    assert result.answer == "Sent." and LEDGER == [("died", "r1:s1"), ("send", "r1:s1")]
+    again = ReActLoop(ScriptedModel([]), [send], store=durable_store).resume("r1", {"s1": True})
+    assert again.answer == "Sent." and len(LEDGER) == 2  # a second "yes" changes nothing
+
+
+def test_a_yes_to_a_call_in_doubt_stands_until_its_outcome_is_recorded(
+    durable_store: Any, ReActLoop: Any
+) -> None:
+    crashing_run(durable_store, [charge], "charge")
+
+    @tool(name="charge", read_only=False)
+    def dies_again(key: str) -> str:
+        """Dies again."""
+        LEDGER.append(("died again", idempotency_key()))
+        raise Crash
+
+    with pytest.raises(Crash):  # run again as decided, and interrupted again
+        ReActLoop(ScriptedModel([]), [dies_again], store=durable_store).resume("r1", {"c1": True})
+    # The same decision from a second operator (or a retry) is taken as given, not refused.
+    loop = ReActLoop(ScriptedModel(["Charged."]), [charge], store=durable_store)
+    result = loop.resume("r1", {"c1": True})
+    assert result.answer == "Charged." and [x for x, _ in LEDGER] == [
+        "died",
+        "died again",
+        "charge",
+    ]
+    assert [r.kind for r in durable_store.read("r1")].count("doubt_decision") == 1

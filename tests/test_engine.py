@@ -8,6 +8,9 @@ durable journal relies on to replay a run).
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Generator
 from typing import Any
 
@@ -297,3 +300,38 @@ def test_replaying_the_outcomes_of_a_run_repeats_it_exactly(loop: str) -> None:
     assert any(isinstance(e, StartTool) for e in effects)
     # no ToolCallStarted among the machine's own events: the driver makes those
     assert not any(isinstance(e, Emit) and isinstance(e.event, ToolCallStarted) for e in effects)
+
+
+FORKED = """
+import os, signal
+from agentloops import ReActLoop, ToolCall, tool
+from agentloops.testing import ScriptedModel, use_tools
+
+@tool
+def echo(x: int) -> str:
+    '''Echo.'''
+    return str(x)
+
+def run():
+    turn = use_tools(ToolCall("1", "echo", {"x": 1}), ToolCall("2", "echo", {"x": 2}))
+    return ReActLoop(ScriptedModel([turn, "done"]), [echo]).run("q").answer
+
+run()  # parallel calls: this process now has an idle tool thread
+pid = os.fork()
+if pid == 0:
+    signal.alarm(20)  # a hang ends here, as a signal
+    run()
+    os._exit(0)
+_, status = os.waitpid(pid, 0)
+print(os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_parallel_tool_calls_work_in_a_process_forked_after_some_ran() -> None:
+    # The parent's idle tool threads do not exist in a forked child: had the child counted
+    # on them, its first parallel turn would wait forever.
+    done = subprocess.run(
+        [sys.executable, "-c", FORKED], capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout.strip() == "0", (done.stdout, done.stderr)

@@ -3,11 +3,13 @@
 A `ThreadPoolExecutor`'s threads are joined when the interpreter exits, so one slow tool
 keeps a process alive long after Ctrl-C. These threads are daemons: an interrupted run
 leaves its unfinished calls behind and the process can end. Idle threads are reused and
-leave after a minute without work.
+leave after a minute without work. A forked child starts with none (its parent's
+threads do not come along).
 """
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 from collections.abc import Callable
@@ -19,6 +21,18 @@ _tasks: queue.SimpleQueue[Callable[[], Any]] = queue.SimpleQueue()
 _lock = threading.Lock()
 _idle = 0
 """Idle workers no task has been handed to yet."""
+
+
+def _forget_workers() -> None:
+    """In a forked child: none of the parent's workers exist here, idle or busy."""
+    global _tasks, _lock, _idle
+    _tasks = queue.SimpleQueue()
+    _lock = threading.Lock()
+    _idle = 0
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows
+    os.register_at_fork(after_in_child=_forget_workers)
 
 
 def submit(task: Callable[[], Any]) -> None:

@@ -9,7 +9,9 @@ model or tool call is repeated for an outcome on record), then goes on live.
 A call that started but has no recorded outcome is *in doubt* (the process died during
 it). Its tool's `on_doubt` says what happens: "rerun" runs it again with the same
 idempotency key; "ask" and "fail" stop the run with `CallInDoubt` until a person decides
-(`resume(run_id, {call_id: True})` runs it again, `False` records it as not run).
+(`resume(run_id, {call_id: True})` runs it again, `False` records it as not run). That
+decision is its own record (`DOUBT`), apart from an approval of the same call: a "yes"
+to running a call once is not a "yes" to running it a second time.
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ from agentloops.tools import ToolOutcome, ToolRegistry
 
 FORMAT = 1
 """The journal layout this version writes (`meta["format"]`); a newer one is refused."""
+
+DOUBT = "doubt_decision"
+"""The journal kind of a person's decision on a call in doubt (an approval is "decision")."""
 
 Write = Callable[[list[Entry], str | None], None]
 
@@ -93,6 +98,7 @@ class _Replay:
         self.finished = {r.key: r for r in past if r.kind == "tool_finished"}
         self.started = {r.key: r for r in past if r.kind == "tool_started"}
         self.decided = {r.key: r.data for r in past if r.kind == "decision"}
+        self.reruns = {r.key: r.data for r in past if r.kind == DOUBT}
         self.asked = {r.key for r in past if r.kind == "approval_requested"}
         self.ended = _ended(past)
         self.ready: list[tuple[int, str, ToolOutcome]] = []
@@ -161,7 +167,7 @@ class _Replay:
         tool = self.tools.get(call.name)
         if tool is not None and tool.on_doubt == "rerun":
             return True
-        decision = self.decided.get(key)
+        decision = self.reruns.get(key)
         if decision is None:
             policy = tool.on_doubt if tool is not None else "fail"
             raise CallInDoubt(

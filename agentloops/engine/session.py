@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentloops.engine import streams, sync
-from agentloops.engine.durable import FORMAT, journaled
+from agentloops.engine.durable import DOUBT, FORMAT, journaled
 from agentloops.engine.effects import Machine, R
 from agentloops.engine.host import ToolHost
 from agentloops.errors import CheckpointError, ConfigurationError
@@ -117,9 +117,9 @@ def reopen(
 def waiting(past: list[JournalRecord]) -> dict[str, tuple[str, str, ToolCall]]:
     """The calls a run waits on a person for, by call id: `(why, journal key, call)`, why
     being "approval" (a paused turn's call with no decision yet) or "doubt" (a call that
-    started and never finished)."""
+    started and never finished, and no one has decided yet whether it runs again)."""
     decided = {r.key for r in past if r.kind == "decision"}
-    finished = {r.key for r in past if r.kind == "tool_finished"}
+    finished = {r.key for r in past if r.kind in ("tool_finished", DOUBT)}
     found: dict[str, tuple[str, str, ToolCall]] = {}
     for r in past:
         if r.kind == "approval_requested":
@@ -137,14 +137,14 @@ def _decision_records(
     run_id: str, past: list[JournalRecord], decisions: Mapping[str, bool], lease: Lease
 ) -> list[Entry]:
     open_calls = waiting(past)
-    recorded = {r.key: r.data for r in past if r.kind == "decision" and r.key}
+    recorded = {(r.kind, r.key): r.data for r in past if r.kind in ("decision", DOUBT) and r.key}
     not_bool = sorted(k for k, v in decisions.items() if not isinstance(v, bool))
     if not_bool:  # a truthy "no" must never approve a call
         raise ConfigurationError(f"decisions must be True or False; not for {not_bool}")
     entries: list[Entry] = []
     for call_id, approved in decisions.items():
         if call_id not in open_calls:
-            same = [d for k, d in recorded.items() if k.endswith(f":{call_id}")]
+            same = [d for (_, k), d in recorded.items() if k.endswith(f":{call_id}")]
             if same and all(d["approved"] == approved for d in same):
                 continue  # decided so already (a second approver, a retry): nothing to add
             if same:
@@ -153,9 +153,9 @@ def _decision_records(
                 f"run {run_id!r} has no call {call_id!r} waiting for a decision; "
                 f"waiting: {sorted(open_calls)}"
             )
-        _, key, call = open_calls[call_id]
+        why, key, call = open_calls[call_id]
         data = {"approved": approved, "name": call.name, "args": call.args, "by": lease.holder}
-        entries.append(("decision", data, key))
+        entries.append(("decision" if why == "approval" else DOUBT, data, key))
     undecided = sorted(c for c, (why, _, _) in open_calls.items() if why == "approval")
     missing = [c for c in undecided if c not in decisions]
     if missing and len(missing) < len(undecided):

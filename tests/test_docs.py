@@ -81,7 +81,7 @@ def test_every_page_with_python_blocks_runs_them() -> None:
     """Every page's ```python blocks run, except on the pages listed here, whose blocks
     need names they do not define (the tutorial's run as examples/tutorial_agent.py)."""
     with_blocks = {p.name for p in DOCS.glob("*.md") if BLOCK.search(p.read_text("utf-8"))}
-    not_run = {"checkpoints.md", "human-in-the-loop.md", "providers.md", "scaling.md"}
+    not_run = {"human-in-the-loop.md", "providers.md", "scaling.md"}
     not_run |= {"tools.md", "tracing.md", "tutorial.md"}
     assert with_blocks - not_run == set(RUNNABLE)
 

@@ -22,6 +22,7 @@ ReActStopReason = Literal[
     "empty",
     "max_tool_calls",
     "error",
+    "running",
 ]
 
 

@@ -19,6 +19,7 @@ ReWOOStopReason = Literal[
     "invalid_plan",
     "tool_failed",
     "error",
+    "running",
 ]
 
 

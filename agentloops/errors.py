@@ -212,9 +212,12 @@ class CallInDoubt(RunError):
     outcome was never recorded, because its tool may not simply run again (`on_doubt`).
     `.calls` holds the calls; `resume(run_id, {call_id: True or False})` decides."""
 
-    def __init__(self, message: str, *, calls: list[Any], result: Any = None):
+    def __init__(self, message: str, *, calls: list[Any], policy: str = "ask", result: Any = None):
         super().__init__(message, result=result)
         self.calls = calls
+        self.policy = policy
+        """The tool's `on_doubt`: "ask" (the run waits for a person, status "in_doubt")
+        or "fail" (the run failed, status "failed"; a decision still resumes it)."""
 
 
 class ToolStepFailed(RunError):

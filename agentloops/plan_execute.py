@@ -257,8 +257,17 @@ class PlanAndExecute:
         )
 
     def status(self, run_id: str) -> PlanExecuteResult:
-        """The saved run as a result, without running anything (e.g. to show pending calls)."""
-        return self._load(run_id).result()
+        """The saved run as a result, without running anything (e.g. to show pending calls).
+
+        With a store it is read from the journal, calling nothing and taking no lease: a
+        run that stopped part-way comes back with stop reason "running"."""
+        if self._durability is None:
+            return self._load(run_id).result()
+
+        def make(meta: dict[str, Any]) -> Machine[PlanExecuteResult]:
+            return self._replayed(meta["task"], run_id, False)
+
+        return session.status(self._durability, _LOOP, run_id, make, self._host())
 
     def _host(self) -> ToolHost:
         return ToolHost(self.tools)

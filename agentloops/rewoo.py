@@ -274,6 +274,15 @@ class ReWOOPipeline:
         machine = self.machine(task, run_id=run_id, observed=observed)
         return session.starting(self._durability, _LOOP, run_id, {"task": task}, machine)
 
+    def status(self, run_id: str) -> ReWOOResult:
+        """A journaled run's result as far as its journal goes (needs a `store`), calling
+        nothing and taking no lease; a run that stopped part-way has stop reason "running"."""
+
+        def make(meta: dict[str, Any]) -> Machine[ReWOOResult]:
+            return self.machine(meta["task"], run_id=run_id)
+
+        return session.status(self._durability, _LOOP, run_id, make, self._host())
+
     def _restart(
         self, run_id: str, decisions: dict[str, bool] | None, observed: bool
     ) -> tuple[session.Opener, session.Make[ReWOOResult]]:

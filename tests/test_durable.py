@@ -343,3 +343,54 @@ def test_a_yes_to_a_call_in_doubt_stands_until_its_outcome_is_recorded(
         "charge",
     ]
     assert [r.kind for r in durable_store.read("r1")].count("doubt_decision") == 1
+
+
+def test_a_call_in_doubt_of_a_fail_tool_fails_the_run(durable_store: Any) -> None:
+    from agentloops import ReActLoop
+
+    @tool(name="wire", read_only=False, on_doubt="fail")
+    def dies(key: str) -> str:
+        """Wires money."""
+        LEDGER.append(("died", idempotency_key()))
+        raise Crash
+
+    model = ScriptedModel([use_tools(ToolCall("c1", "wire", {"key": "k"}))])
+    with pytest.raises(Crash):
+        ReActLoop(model, [dies], store=durable_store).run("q", run_id="r1")
+
+    @tool(name="wire", read_only=False, on_doubt="fail")
+    def wire(key: str) -> str:
+        """Wires money."""
+        LEDGER.append(("wire", idempotency_key()))
+        return "wired"
+
+    loop = ReActLoop(ScriptedModel(["Wired."]), [wire], store=durable_store)
+    with pytest.raises(CallInDoubt) as info:
+        loop.resume("r1")
+    assert info.value.policy == "fail" and durable_store.run_info("r1").status == "failed"
+    assert loop.resume("r1", {"c1": True}).answer == "Wired."  # an operator decided
+    assert LEDGER == [("died", "r1:c1"), ("wire", "r1:c1")]
+
+
+def test_status_reads_a_run_from_its_journal_without_calling_anything(
+    durable_store: Any,
+) -> None:
+    from agentloops import PlanAndExecute, ReWOOPipeline
+
+    plan = {"steps": [{"step_number": 1, "description": "send"}]}
+    first = ScriptedModel(
+        [respond_structured(plan), use_tools(ToolCall("s1", "send", {"to": "a"}))]
+    )
+    PlanAndExecute(first, [send], store=durable_store).run("t", run_id="p1")
+    paused = PlanAndExecute(ScriptedModel([]), [send], store=durable_store).status("p1")
+    assert paused.stop_reason == "approval_required"
+    assert [c.id for c in paused.pending_approvals] == ["s1"]
+
+    failing = ScriptedModel([respond_structured(PLAN), ModelError("solver down")])
+    with pytest.raises(ModelError):
+        ReWOOPipeline(failing, [look], store=durable_store).run("q", run_id="w1")
+    partway = ReWOOPipeline(ScriptedModel([]), [look], store=durable_store).status("w1")
+    assert partway.stop_reason == "running" and list(partway.evidence) == ["#E1", "#E2"]
+    assert len(LEDGER) == 2  # nothing ran again
+    with pytest.raises(ConfigurationError, match="needs a store"):
+        ReWOOPipeline(ScriptedModel([]), [look]).status("w1")

@@ -77,7 +77,9 @@ def journaled(
                 yield Journal(write, [*pending, ("result", summary)], status)
             return result  # type: ignore[no-any-return]
         except AgentLoopsError as exc:
-            status = "in_doubt" if isinstance(exc, CallInDoubt) else "failed"
+            # "ask": the run waits for a person; "fail" (and any other error): it failed
+            asking = isinstance(exc, CallInDoubt) and exc.policy == "ask"
+            status = "in_doubt" if asking else "failed"
             failed = ("failed", {"error": f"{type(exc).__name__}: {exc}"[:2000]})
             with contextlib.suppress(Exception):  # if recording it fails, the first error counts
                 yield Journal(write, [*pending, failed], status)
@@ -175,6 +177,7 @@ class _Replay:
                 f"and its tool's on_doubt={policy!r}: resume with {{{call.id!r}: True}} to "
                 f"run it again (idempotency key {key!r}) or False to record it as not run",
                 calls=[call],
+                policy=policy,
             )
         if decision["approved"]:
             return True

@@ -11,17 +11,18 @@ stalled past the expiry and the run was taken over) writes nothing and stops.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from agentloops.engine import streams, sync
 from agentloops.engine.durable import DOUBT, FORMAT, journaled
-from agentloops.engine.effects import Machine, R
+from agentloops.engine.effects import CallModel, Machine, NextTool, R, StartTool
 from agentloops.engine.host import ToolHost
-from agentloops.errors import CheckpointError, ConfigurationError
+from agentloops.errors import AgentLoopsError, CallInDoubt, CheckpointError, ConfigurationError
 from agentloops.events import Event, EventSink
-from agentloops.journal import Entry, JournalRecord, Lease, RunStore
+from agentloops.journal import Entry, JournalRecord, Lease, RunInfo, RunStore
 from agentloops.messages import ToolCall
 
 
@@ -93,15 +94,7 @@ def reopen(
     """
     store = d.store
     info = store.run_info(run_id)
-    version = info.meta.get("format")
-    if info.kind != kind:
-        raise CheckpointError(f"run {run_id!r} is a {info.kind} run, not {kind}", run_id=run_id)
-    if not isinstance(version, int) or version > FORMAT:
-        raise CheckpointError(
-            f"run {run_id!r} was journaled in format {version!r}; this agentloops reads up "
-            f"to {FORMAT}: upgrade agentloops to resume it",
-            run_id=run_id,
-        )
+    _check_kind(info, kind, run_id)
     lease = store.acquire(run_id, ttl=d.lease_ttl, holder=d.holder)
     try:
         past = store.read(run_id)
@@ -188,6 +181,56 @@ class _Plain(Session):
 def plain() -> Session:
     """The opener of a run with no store."""
     return _Plain()
+
+
+def _check_kind(info: RunInfo, kind: str, run_id: str) -> None:
+    version = info.meta.get("format")
+    if info.kind != kind:
+        raise CheckpointError(f"run {run_id!r} is a {info.kind} run, not {kind}", run_id=run_id)
+    if not isinstance(version, int) or version > FORMAT:
+        raise CheckpointError(
+            f"run {run_id!r} was journaled in format {version!r}; this agentloops reads up "
+            f"to {FORMAT}: upgrade agentloops to resume it",
+            run_id=run_id,
+        )
+
+
+class _Frontier(AgentLoopsError):
+    """The journal ran out: what comes next would be new work."""
+
+
+def _nowhere(entries: list[Entry], status: str | None) -> None:
+    """A status read writes nothing."""
+
+
+def status(d: Durability | None, kind: str, run_id: str, make: Make[R], host: ToolHost) -> R:
+    """A journaled run's result as far as its journal goes, calling no model or tool and
+    taking no lease: a paused or finished run's own result, or, for a run that stopped
+    part-way (or is being driven now), its partial result with stop reason "running".
+
+    Raises:
+        ConfigurationError: the loop has no store.
+        RunNotFound, CheckpointError: no such run, or another loop's or a newer one.
+    """
+    if d is None:
+        raise ConfigurationError("a run's status by its id needs a store: give the loop store=")
+    info = d.store.run_info(run_id)
+    _check_kind(info, kind, run_id)
+    past = d.store.read(run_id)
+    machine = journaled(make(dict(info.meta)), past, _nowhere, host.registry)
+    outcome: Any = None
+    error: Exception | None = None
+    try:
+        while True:
+            effect = machine.send(outcome) if error is None else machine.throw(error)
+            outcome, error = None, None
+            if type(effect) in (CallModel, StartTool, NextTool):
+                error = _Frontier(f"run {run_id!r} goes on from here")
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    except (_Frontier, CallInDoubt) as stopped:  # stopped part-way: say how far it got
+        partial: R = dataclasses.replace(stopped.result, stop_reason="running", detail="")
+        return partial
 
 
 # -- drivers over a session -----------------------------------------------------------------

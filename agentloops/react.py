@@ -505,23 +505,23 @@ class ReActLoop:
         n = self.max_repeats
         if n is None:
             return False
+        # A turn's results come first: they are what usually differs, and a string
+        # compares faster than the arguments' dict.
         if len(calls) == 1:  # the common case, without building a list
             c, r = calls[0], results[0]
-            turn: Any = (c.name, c.args, r.content, r.is_error)
+            turn: Any = (r.content, r.is_error, c.name, c.args)
         else:
             pairs = zip(calls, results, strict=True)
-            turn = [(c.name, c.args, r.content, r.is_error) for c, r in pairs]
+            turn = [(r.content, r.is_error, c.name, c.args) for c, r in pairs]
         turns = run.turns
-        turns.append(turn)
-        if len(turns) > n * _PERIODS[-1]:
+        if len(turns) == n * _PERIODS[-1]:
             turns.popleft()
-        for p in _PERIODS:
-            span = p * n
-            if len(turns) < span or turns[-1 - p] != turn:  # the quick, usual way out
-                continue
-            if all(turns[-i] == turns[-i - p] for i in range(2, span - p + 1)):
-                return True
-        return False
+        turns.append(turn)
+        # Any repeat of it n times leaves this turn n times in the window: counting (in C)
+        # is the quick, usual way out.
+        if turns.count(turn) < n:
+            return False
+        return any(_cycles(turns, p, n) for p in _PERIODS)
 
     def _stall_detail(self) -> str:
         n = self.max_repeats
@@ -590,6 +590,12 @@ def _check_resumable(result: ReActResult, decisions: dict[str, bool]) -> list[To
         raise ConfigurationError("the paused turn has calls that are neither held nor pending")
     _resumed.claim(result.run_id, len(result.messages), list(pending.values()))
     return list(pending.values())
+
+
+def _cycles(turns: deque[Any], p: int, n: int) -> bool:
+    """Whether the last `p * n` turns are one cycle of `p` turns, `n` times over."""
+    span = p * n
+    return len(turns) >= span and all(turns[-i] == turns[-i - p] for i in range(1, span - p + 1))
 
 
 def _text(outcome: Any) -> tuple[str, bool]:

@@ -200,6 +200,44 @@ def test_a_cycle_that_breaks_is_not_a_stall(ReActLoop: Any) -> None:
     assert ReActLoop(model, [add], max_repeats=3).run("q").stop_reason == "answered"
 
 
+_TURNS = {
+    "A": [("add", {"a": 1, "b": 1})],
+    "B": [("add", {"a": 2, "b": 2})],
+    "C": [("add", {"a": 3, "b": 3})],
+    "D": [("add", {"a": 4, "b": 4})],
+    "P": [("add", {"a": 1, "b": 1}), ("add", {"a": 2, "b": 2})],  # two calls in one turn
+}
+
+
+@pytest.mark.parametrize(
+    ("turns", "max_repeats", "stalled_at"),
+    [
+        ("AAA", 3, 3),
+        ("BAAA", 3, 4),
+        ("ABABAB", 3, 6),
+        ("ABCABCABC", 3, 9),
+        ("DABCABCABC", 3, 10),
+        ("PPP", 3, 3),
+        ("AA", 2, 2),
+        ("ABAB", 2, 4),
+        ("AABAA", 3, None),  # A three times, but never three in a row
+        ("ABACABACABAC", 3, None),  # a cycle of four turns is not looked for
+        ("ABCABCABD", 3, None),
+        ("APAPAP", 3, 6),
+        ("ABAB", 3, None),
+    ],
+)
+def test_the_stall_guard_finds_exactly_the_repeats_it_looks_for(
+    ReActLoop: Any, turns: str, max_repeats: int, stalled_at: int | None
+) -> None:
+    script: list[Any] = [use_tools(*_TURNS[t]) for t in turns] + ["done"]
+    result = ReActLoop(ScriptedModel(script), [add], max_repeats=max_repeats).run("q")
+    if stalled_at is None:
+        assert (result.stop_reason, result.steps) == ("answered", len(turns) + 1)
+    else:
+        assert (result.stop_reason, result.steps) == ("stalled", stalled_at)
+
+
 # -- empty replies -------------------------------------------------------------------------
 
 

@@ -32,6 +32,8 @@ from agentloops.messages import (
     Text,
     ToolCall,
     ToolResult,
+    _tool_result,
+    _user_turn,
     message_from_dict,
     message_to_dict,
     validate_transcript,
@@ -361,6 +363,7 @@ class ReActLoop:
         )
         totals, messages, run_id, model = run.totals, run.messages, run.run_id, self.model
         budget, per_turn, tools = self.max_total_tokens, self.max_calls_per_turn, self.tools
+        next_tool = NextTool(_LOOP, run_id)  # the same ask every step: built once
         while True:
             if run.steps >= self.max_steps:
                 return (yield from self._at_limit(run, request))
@@ -391,7 +394,7 @@ class ReActLoop:
             if reason in ("max_tokens", "context_window"):
                 messages.append(_unanswered(asked, _CUT))
                 continue
-            calls, over = asked[:per_turn], asked[per_turn:]
+            calls, over = (asked, []) if len(asked) <= per_turn else _split(asked, per_turn)
             limit = self.max_tool_calls
             if limit is not None and totals.tool_calls + len(calls) > limit:
                 why = f"max_tool_calls={limit} reached after {totals.tool_calls} tool calls"
@@ -399,10 +402,11 @@ class ReActLoop:
                 return self._result(run, "max_tool_calls", why)
             if len(calls) == 1 and self.approval is None and calls[0].name not in tools.asking:
                 # The common case, spelled out: one call, no policy, no nesting.
-                yield StartTool(calls[0], _LOOP, run_id)
-                _, outcome = yield NextTool(_LOOP, run_id)
+                call = calls[0]
+                yield StartTool(call, _LOOP, run_id)
+                _, outcome = yield next_tool
                 totals.tool_calls += 1
-                results = [ToolResult(calls[0].id, outcome.content, outcome.is_error)]
+                results = [_tool_result(call.id, outcome.content, outcome.is_error)]
             else:
                 results, pending = yield from self._act(run, calls)
                 if over:
@@ -415,7 +419,7 @@ class ReActLoop:
                     decided, _ = yield from self._act(run, pending, _decided(decisions))
                     done = {r.call_id: r for r in (*results, *decided)}
                     results = [done[c.id] for c in asked]
-            messages.append(Message("user", tuple(results)))
+            messages.append(_user_turn(tuple(results)))
             if self.max_repeats is not None and self._stalled(run, asked, results):
                 return self._result(run, "stalled", self._stall_detail())
 
@@ -605,6 +609,10 @@ def _text(outcome: Any) -> tuple[str, bool]:
 def _decided(decisions: dict[str, bool]) -> Callable[[ToolCall], str]:
     """A policy that applies a human's decisions."""
     return lambda call: "allow" if decisions[call.id] else "deny"
+
+
+def _split(calls: list[ToolCall], n: int) -> tuple[list[ToolCall], list[ToolCall]]:
+    return calls[:n], calls[n:]
 
 
 def _unanswered(calls: list[ToolCall], why: str) -> Message:

@@ -75,13 +75,17 @@ class Message:
     @property
     def text(self) -> str:
         """The text blocks joined with newlines (thinking and tool blocks left out)."""
-        return "\n".join(b.text for b in self.content if type(b) is Text)
+        texts = []  # a plain loop, as in `tool_calls`: a run's answer is read this way
+        for b in self.content:
+            if type(b) is Text:
+                texts.append(b.text)
+        return "\n".join(texts)
 
     @property
     def tool_calls(self) -> list[ToolCall]:
         """The tool calls of this turn, in the order the model asked for them."""
-        # A plain loop: a comprehension is a function call of its own before Python 3.12,
-        # and every ReAct step asks this once.
+        # A plain loop: a comprehension (or a generator) is a function call of its own
+        # before Python 3.12, and every ReAct step asks this once.
         calls = []
         for b in self.content:
             if type(b) is ToolCall:

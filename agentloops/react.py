@@ -15,7 +15,6 @@ import os
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from agentloops import _resumed
@@ -54,18 +53,21 @@ _PERIODS = (1, 2, 3)
 """Cycle lengths the stall guard looks for: A A A, A B A B A B, A B C A B C A B C."""
 
 
-@dataclass(kw_only=True)
 class _Run:
-    messages: list[Message]
-    run_id: str
-    totals: Totals = field(default_factory=Totals)
-    steps: int = 0
-    seen_ids: set[str] = field(init=False)
-    turns: deque[list[Any]] = field(default_factory=deque)
-    nudged: bool = False
+    """A run's state, as its machine changes it (a plain class: one is built per run)."""
 
-    def __post_init__(self) -> None:
-        self.seen_ids = {c.id for m in self.messages for c in m.tool_calls}
+    __slots__ = ("messages", "nudged", "run_id", "seen_ids", "steps", "totals", "turns")
+
+    def __init__(
+        self, *, messages: list[Message], run_id: str, totals: Totals | None = None, steps: int = 0
+    ):
+        self.messages = messages
+        self.run_id = run_id
+        self.totals = totals or Totals()
+        self.steps = steps
+        self.seen_ids = {c.id for m in messages for c in m.tool_calls}
+        self.turns: deque[Any] = deque()
+        self.nudged = False
 
 
 class ReActLoop:
@@ -145,6 +147,7 @@ class ReActLoop:
         self.max_tool_calls = max_tool_calls
         self.store = store
         self._durability = session.Durability(store, lease_ttl) if store is not None else None
+        self._tool_host = ToolHost(self.tools)
 
     # -- drivers ---------------------------------------------------------------------
 
@@ -229,7 +232,10 @@ class ReActLoop:
         return await session.arun(opener, make, self._host(), self.on_event)
 
     def _host(self) -> ToolHost:
-        return ToolHost(self.tools)
+        host = self._tool_host  # one per loop, not per run
+        if host.registry is not self.tools:  # `tools` was replaced since
+            host = self._tool_host = ToolHost(self.tools)
+        return host
 
     def _start(
         self,
@@ -294,7 +300,7 @@ class ReActLoop:
         `observed` makes it emit events; `clock` times the run for `RunFinished`.
         """
         if isinstance(task, str):
-            messages = [Message.user(task)]
+            messages = [_user_turn((Text(task),))]
         else:
             messages = list(task)
             validate_transcript(messages)

@@ -400,20 +400,20 @@ class ReActLoop:
             if reason in ("max_tokens", "context_window"):
                 messages.append(_unanswered(asked, _CUT))
                 continue
-            calls, over = (asked, []) if len(asked) <= per_turn else _split(asked, per_turn)
             limit = self.max_tool_calls
-            if limit is not None and totals.tool_calls + len(calls) > limit:
+            if limit is not None and totals.tool_calls + min(len(asked), per_turn) > limit:
                 why = f"max_tool_calls={limit} reached after {totals.tool_calls} tool calls"
                 messages.append(_unanswered(asked, f"not run: {why}"))
                 return self._result(run, "max_tool_calls", why)
-            if len(calls) == 1 and self.approval is None and calls[0].name not in tools.asking:
+            if len(asked) == 1 and self.approval is None and asked[0].name not in tools.asking:
                 # The common case, spelled out: one call, no policy, no nesting.
-                call = calls[0]
+                call = asked[0]
                 yield StartTool(call, _LOOP, run_id)
                 _, outcome = yield next_tool
                 totals.tool_calls += 1
                 results = [_tool_result(call.id, outcome.content, outcome.is_error)]
             else:
+                calls, over = asked[:per_turn], asked[per_turn:]
                 results, pending = yield from self._act(run, calls)
                 if over:
                     note = f"not run: at most {per_turn} calls per turn; ask for fewer"
@@ -615,10 +615,6 @@ def _text(outcome: Any) -> tuple[str, bool]:
 def _decided(decisions: dict[str, bool]) -> Callable[[ToolCall], str]:
     """A policy that applies a human's decisions."""
     return lambda call: "allow" if decisions[call.id] else "deny"
-
-
-def _split(calls: list[ToolCall], n: int) -> tuple[list[ToolCall], list[ToolCall]]:
-    return calls[:n], calls[n:]
 
 
 def _unanswered(calls: list[ToolCall], why: str) -> Message:

@@ -158,15 +158,21 @@ def test_ctrl_c_in_a_parallel_tool_turn_ends_the_process_within_two_seconds(loop
 # -- limits on tool calls ------------------------------------------------------------------
 
 
-def test_calls_beyond_the_per_turn_limit_are_answered_not_run(ReActLoop: Any) -> None:
+@pytest.mark.parametrize("per_turn", [1, 3])
+def test_calls_beyond_the_per_turn_limit_are_answered_not_run(
+    ReActLoop: Any, per_turn: int
+) -> None:
     many = use_tools(*[("add", {"a": i, "b": 0}) for i in range(5)])
     model = ScriptedModel([many, "done"])
-    result = ReActLoop(model, [add], max_calls_per_turn=3).run("q")
-    assert RAN == [(0, 0), (1, 0), (2, 0)] and result.tool_calls == 3
+    result = ReActLoop(model, [add], max_calls_per_turn=per_turn).run("q")
+    assert RAN == [(i, 0) for i in range(per_turn)] and result.tool_calls == per_turn
     contents = [r.content for r in result.messages[2].tool_results]
-    assert contents[:3] == ["0", "1", "2"]
-    assert contents[3:] == ["not run: at most 3 calls per turn; ask for fewer"] * 2
+    assert contents[:per_turn] == [str(i) for i in range(per_turn)]
+    assert contents[per_turn:] == [
+        f"not run: at most {per_turn} calls per turn; ask for fewer"
+    ] * (5 - per_turn)
     assert result.stop_reason == "answered"
+    validate_transcript(result.messages)
 
 
 def test_the_per_run_limit_stops_the_run_before_the_turn_that_would_pass_it(

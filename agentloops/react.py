@@ -59,14 +59,21 @@ class _Run:
     __slots__ = ("messages", "nudged", "run_id", "seen_ids", "steps", "totals", "turns")
 
     def __init__(
-        self, *, messages: list[Message], run_id: str, totals: Totals | None = None, steps: int = 0
+        self,
+        *,
+        messages: list[Message],
+        run_id: str,
+        max_repeats: int | None,
+        totals: Totals | None = None,
+        steps: int = 0,
     ):
         self.messages = messages
         self.run_id = run_id
         self.totals = totals or Totals()
         self.steps = steps
         self.seen_ids = {c.id for m in messages for c in m.tool_calls}
-        self.turns: deque[Any] = deque()
+        # The stall guard's window: the last turns, enough for its longest cycle.
+        self.turns: deque[Any] = deque(maxlen=(max_repeats or 0) * _PERIODS[-1])
         self.nudged = False
 
 
@@ -306,7 +313,8 @@ class ReActLoop:
             validate_transcript(messages)
             if messages[-1].role != "user":
                 raise ConfigurationError("a transcript passed to run() must end on a user turn")
-        run = _Run(messages=messages, run_id=run_id or os.urandom(6).hex())
+        run_id = run_id or os.urandom(6).hex()
+        run = _Run(messages=messages, run_id=run_id, max_repeats=self.max_repeats)
         return self._lifecycle(run, self._loop(run, observed), observed, clock, parent_run_id)
 
     def resume_machine(
@@ -324,6 +332,7 @@ class ReActLoop:
         run = _Run(
             messages=list(result.messages),
             run_id=result.run_id,
+            max_repeats=self.max_repeats,
             totals=Totals(
                 usage=result.usage, model_calls=result.model_calls, tool_calls=result.tool_calls
             ),
@@ -524,8 +533,6 @@ class ReActLoop:
             pairs = zip(calls, results, strict=True)
             turn = [(r.content, r.is_error, c.name, c.args) for c, r in pairs]
         turns = run.turns
-        if len(turns) == n * _PERIODS[-1]:
-            turns.popleft()
         turns.append(turn)
         # Any repeat of it n times leaves this turn n times in the window: counting (in C)
         # is the quick, usual way out.

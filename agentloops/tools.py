@@ -491,6 +491,8 @@ class ToolRegistry:
                 value = t._runtime.run(t.fn, kwargs, t.timeout)
         except Exception as exc:
             return self._failed(t, exc, start)
+        if type(value) is str and len(value) <= self.max_output_chars:
+            return _outcome(value, False, time.perf_counter() - start)  # text that fits
         return self._finished(t, value, start)
 
     async def acall(self, name: str, args: dict[str, Any]) -> ToolOutcome:

@@ -71,7 +71,8 @@ class _Run:
         self.run_id = run_id
         self.totals = totals or Totals()
         self.steps = steps
-        self.seen_ids = {c.id for m in messages for c in m.tool_calls}
+        # Call ids already used (a task's lone user turn has none: no walk for it).
+        self.seen_ids = {c.id for m in messages for c in m.tool_calls} if messages[1:] else set()
         # The stall guard's window: the last turns, enough for its longest cycle.
         self.turns: deque[Any] = deque(maxlen=(max_repeats or 0) * _PERIODS[-1])
         self.nudged = False
@@ -570,7 +571,11 @@ class ReActLoop:
         # A paused turn's text is a preamble to its pending calls, not an answer.
         answered = last.role == "assistant" and stop_reason != "approval_required"
         totals = run.totals
-        return ReActResult(
+        # Built without the dataclass __init__, which sets each of the eleven fields
+        # through object.__setattr__ (the record is frozen): a sixth of a short run's fixed
+        # cost. The same record, every field given; tests/test_react.py checks it.
+        result: ReActResult = object.__new__(ReActResult)
+        result.__dict__.update(
             answer=last.text if answered else "",
             stop_reason=stop_reason,
             messages=run.messages,
@@ -583,6 +588,7 @@ class ReActLoop:
             pending_approvals=pending or [],
             held_results=held or [],
         )
+        return result
 
 
 def _check_resumable(result: ReActResult, decisions: dict[str, bool]) -> list[ToolCall]:

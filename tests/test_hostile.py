@@ -165,12 +165,11 @@ def test_calls_beyond_the_per_turn_limit_are_answered_not_run(
     many = use_tools(*[("add", {"a": i, "b": 0}) for i in range(5)])
     model = ScriptedModel([many, "done"])
     result = ReActLoop(model, [add], max_calls_per_turn=per_turn).run("q")
-    assert RAN == [(i, 0) for i in range(per_turn)] and result.tool_calls == per_turn
+    assert result.tool_calls == per_turn and RAN[:] == [(i, 0) for i in range(per_turn)]
     contents = [r.content for r in result.messages[2].tool_results]
     assert contents[:per_turn] == [str(i) for i in range(per_turn)]
-    assert contents[per_turn:] == [
-        f"not run: at most {per_turn} calls per turn; ask for fewer"
-    ] * (5 - per_turn)
+    note = f"not run: at most {per_turn} calls per turn; ask for fewer"
+    assert contents[per_turn:] == [note] * (5 - per_turn)
     assert result.stop_reason == "answered"
     validate_transcript(result.messages)
 

@@ -60,7 +60,6 @@ class _Run:
 
     def __init__(
         self,
-        *,
         messages: list[Message],
         run_id: str,
         max_repeats: int | None,
@@ -74,7 +73,8 @@ class _Run:
         # Call ids already used (a task's lone user turn has none: no walk for it).
         self.seen_ids = {c.id for m in messages for c in m.tool_calls} if messages[1:] else set()
         # The stall guard's window: the last turns, enough for its longest cycle.
-        self.turns: deque[Any] = deque(maxlen=(max_repeats or 0) * _PERIODS[-1])
+        window = (max_repeats or 0) * _PERIODS[-1]
+        self.turns: deque[Any] = deque((), window)
         self.nudged = False
 
 
@@ -315,7 +315,8 @@ class ReActLoop:
             if messages[-1].role != "user":
                 raise ConfigurationError("a transcript passed to run() must end on a user turn")
         run_id = run_id or os.urandom(6).hex()
-        run = _Run(messages=messages, run_id=run_id, max_repeats=self.max_repeats)
+        # By position: on Python 3.11 a class call with keywords costs a third more.
+        run = _Run(messages, run_id, self.max_repeats)
         return self._lifecycle(run, self._loop(run, observed), observed, clock, parent_run_id)
 
     def resume_machine(

@@ -74,7 +74,7 @@ class _Run:
         self.seen_ids = {c.id for m in messages for c in m.tool_calls} if messages[1:] else set()
         # The stall guard's window: the last turns, enough for its longest cycle.
         window = (max_repeats or 0) * _PERIODS[-1]
-        self.turns: deque[Any] = deque((), window)
+        self.turns: deque[Any] = deque(maxlen=window)
         self.nudged = False
 
 

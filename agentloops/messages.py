@@ -75,17 +75,58 @@ class Message:
     @property
     def text(self) -> str:
         """The text blocks joined with newlines (thinking and tool blocks left out)."""
-        return "\n".join(b.text for b in self.content if type(b) is Text)
+        texts = []  # a plain loop, as in `tool_calls`: a run's answer is read this way
+        for b in self.content:
+            if type(b) is Text:
+                texts.append(b.text)
+        return "\n".join(texts)
 
     @property
     def tool_calls(self) -> list[ToolCall]:
         """The tool calls of this turn, in the order the model asked for them."""
-        return [b for b in self.content if type(b) is ToolCall]
+        # A plain loop: a comprehension (or a generator) is a function call of its own
+        # before Python 3.12, and every ReAct step asks this once.
+        calls = []
+        for b in self.content:
+            if type(b) is ToolCall:
+                calls.append(b)
+        return calls
 
     @property
     def tool_results(self) -> list[ToolResult]:
         """The tool results carried by this turn."""
         return [b for b in self.content if type(b) is ToolResult]
+
+
+# -- building records on the hot path -----------------------------------------------------
+# Calling a frozen dataclass sets each field through object.__setattr__, and on Python 3.11
+# calling any class with a Python __init__ goes through a slow generic slot: together about
+# 1.5x to 2x the cost of setting the slots directly. Every ReAct step builds a result and
+# a user turn, so the loops build them here: the same frozen records (equal, hashable,
+# picklable), every field given. tests/test_messages.py checks them against the classes.
+
+_new = object.__new__
+_result_slots = tuple(ToolResult.__dict__[name].__set__ for name in ToolResult.__slots__)
+_message_slots = tuple(Message.__dict__[name].__set__ for name in Message.__slots__)
+
+
+def _tool_result(call_id: str, content: str, is_error: bool) -> ToolResult:
+    """`ToolResult(call_id, content, is_error)`, built for the hot path."""
+    result: ToolResult = _new(ToolResult)
+    set_id, set_content, set_error = _result_slots
+    set_id(result, call_id)
+    set_content(result, content)
+    set_error(result, is_error)
+    return result
+
+
+def _user_turn(content: tuple[Block, ...]) -> Message:
+    """`Message("user", content)`, built for the hot path."""
+    turn: Message = _new(Message)
+    set_role, set_content = _message_slots
+    set_role(turn, "user")
+    set_content(turn, content)
+    return turn
 
 
 def block_to_dict(block: Block) -> dict[str, Any]:

@@ -15,7 +15,6 @@ import os
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from agentloops import _resumed
@@ -32,6 +31,8 @@ from agentloops.messages import (
     Text,
     ToolCall,
     ToolResult,
+    _tool_result,
+    _user_turn,
     message_from_dict,
     message_to_dict,
     validate_transcript,
@@ -52,18 +53,29 @@ _PERIODS = (1, 2, 3)
 """Cycle lengths the stall guard looks for: A A A, A B A B A B, A B C A B C A B C."""
 
 
-@dataclass(kw_only=True)
 class _Run:
-    messages: list[Message]
-    run_id: str
-    totals: Totals = field(default_factory=Totals)
-    steps: int = 0
-    seen_ids: set[str] = field(init=False)
-    turns: deque[list[Any]] = field(default_factory=deque)
-    nudged: bool = False
+    """A run's state, as its machine changes it (a plain class: one is built per run)."""
 
-    def __post_init__(self) -> None:
-        self.seen_ids = {c.id for m in self.messages for c in m.tool_calls}
+    __slots__ = ("messages", "nudged", "run_id", "seen_ids", "steps", "totals", "turns")
+
+    def __init__(
+        self,
+        messages: list[Message],
+        run_id: str,
+        max_repeats: int | None,
+        totals: Totals | None = None,
+        steps: int = 0,
+    ):
+        self.messages = messages
+        self.run_id = run_id
+        self.totals = totals or Totals()
+        self.steps = steps
+        # Call ids already used (a task's lone user turn has none: no walk for it).
+        self.seen_ids = {c.id for m in messages for c in m.tool_calls} if messages[1:] else set()
+        # The stall guard's window: the last turns, enough for its longest cycle.
+        window = (max_repeats or 0) * _PERIODS[-1]
+        self.turns: deque[Any] = deque(maxlen=window)
+        self.nudged = False
 
 
 class ReActLoop:
@@ -143,6 +155,7 @@ class ReActLoop:
         self.max_tool_calls = max_tool_calls
         self.store = store
         self._durability = session.Durability(store, lease_ttl) if store is not None else None
+        self._tool_host = ToolHost(self.tools)
 
     # -- drivers ---------------------------------------------------------------------
 
@@ -227,7 +240,10 @@ class ReActLoop:
         return await session.arun(opener, make, self._host(), self.on_event)
 
     def _host(self) -> ToolHost:
-        return ToolHost(self.tools)
+        host = self._tool_host  # one per loop, not per run
+        if host.registry is not self.tools:  # `tools` was replaced since
+            host = self._tool_host = ToolHost(self.tools)
+        return host
 
     def _start(
         self,
@@ -292,13 +308,15 @@ class ReActLoop:
         `observed` makes it emit events; `clock` times the run for `RunFinished`.
         """
         if isinstance(task, str):
-            messages = [Message.user(task)]
+            messages = [_user_turn((Text(task),))]
         else:
             messages = list(task)
             validate_transcript(messages)
             if messages[-1].role != "user":
                 raise ConfigurationError("a transcript passed to run() must end on a user turn")
-        run = _Run(messages=messages, run_id=run_id or os.urandom(6).hex())
+        run_id = run_id or os.urandom(6).hex()
+        # By position: on Python 3.11 a class call with keywords costs a third more.
+        run = _Run(messages, run_id, self.max_repeats)
         return self._lifecycle(run, self._loop(run, observed), observed, clock, parent_run_id)
 
     def resume_machine(
@@ -316,6 +334,7 @@ class ReActLoop:
         run = _Run(
             messages=list(result.messages),
             run_id=result.run_id,
+            max_repeats=self.max_repeats,
             totals=Totals(
                 usage=result.usage, model_calls=result.model_calls, tool_calls=result.tool_calls
             ),
@@ -361,6 +380,7 @@ class ReActLoop:
         )
         totals, messages, run_id, model = run.totals, run.messages, run.run_id, self.model
         budget, per_turn, tools = self.max_total_tokens, self.max_calls_per_turn, self.tools
+        next_tool = NextTool(_LOOP, run_id)  # the same ask every step: built once
         while True:
             if run.steps >= self.max_steps:
                 return (yield from self._at_limit(run, request))
@@ -391,19 +411,20 @@ class ReActLoop:
             if reason in ("max_tokens", "context_window"):
                 messages.append(_unanswered(asked, _CUT))
                 continue
-            calls, over = asked[:per_turn], asked[per_turn:]
             limit = self.max_tool_calls
-            if limit is not None and totals.tool_calls + len(calls) > limit:
+            if limit is not None and totals.tool_calls + min(len(asked), per_turn) > limit:
                 why = f"max_tool_calls={limit} reached after {totals.tool_calls} tool calls"
                 messages.append(_unanswered(asked, f"not run: {why}"))
                 return self._result(run, "max_tool_calls", why)
-            if len(calls) == 1 and self.approval is None and calls[0].name not in tools.asking:
+            if len(asked) == 1 and self.approval is None and asked[0].name not in tools.asking:
                 # The common case, spelled out: one call, no policy, no nesting.
-                yield StartTool(calls[0], _LOOP, run_id)
-                _, outcome = yield NextTool(_LOOP, run_id)
+                call = asked[0]
+                yield StartTool(call, _LOOP, run_id)
+                _, outcome = yield next_tool
                 totals.tool_calls += 1
-                results = [ToolResult(calls[0].id, outcome.content, outcome.is_error)]
+                results = [_tool_result(call.id, outcome.content, outcome.is_error)]
             else:
+                calls, over = asked[:per_turn], asked[per_turn:]
                 results, pending = yield from self._act(run, calls)
                 if over:
                     note = f"not run: at most {per_turn} calls per turn; ask for fewer"
@@ -415,7 +436,7 @@ class ReActLoop:
                     decided, _ = yield from self._act(run, pending, _decided(decisions))
                     done = {r.call_id: r for r in (*results, *decided)}
                     results = [done[c.id] for c in asked]
-            messages.append(Message("user", tuple(results)))
+            messages.append(_user_turn(tuple(results)))
             if self.max_repeats is not None and self._stalled(run, asked, results):
                 return self._result(run, "stalled", self._stall_detail())
 
@@ -505,23 +526,21 @@ class ReActLoop:
         n = self.max_repeats
         if n is None:
             return False
+        # A turn's results come first: they are what usually differs, and a string
+        # compares faster than the arguments' dict.
         if len(calls) == 1:  # the common case, without building a list
             c, r = calls[0], results[0]
-            turn: Any = (c.name, c.args, r.content, r.is_error)
+            turn: Any = (r.content, r.is_error, c.name, c.args)
         else:
             pairs = zip(calls, results, strict=True)
-            turn = [(c.name, c.args, r.content, r.is_error) for c, r in pairs]
+            turn = [(r.content, r.is_error, c.name, c.args) for c, r in pairs]
         turns = run.turns
         turns.append(turn)
-        if len(turns) > n * _PERIODS[-1]:
-            turns.popleft()
-        for p in _PERIODS:
-            span = p * n
-            if len(turns) < span or turns[-1 - p] != turn:  # the quick, usual way out
-                continue
-            if all(turns[-i] == turns[-i - p] for i in range(2, span - p + 1)):
-                return True
-        return False
+        # Any repeat of it n times leaves this turn n times in the window: counting (in C)
+        # is the quick, usual way out.
+        if turns.count(turn) < n:
+            return False
+        return any(_cycles(turns, p, n) for p in _PERIODS)
 
     def _stall_detail(self) -> str:
         n = self.max_repeats
@@ -553,7 +572,11 @@ class ReActLoop:
         # A paused turn's text is a preamble to its pending calls, not an answer.
         answered = last.role == "assistant" and stop_reason != "approval_required"
         totals = run.totals
-        return ReActResult(
+        # Built without the dataclass __init__, which sets each of the eleven fields
+        # through object.__setattr__ (the record is frozen): a sixth of a short run's fixed
+        # cost. The same record, every field given; tests/test_react.py checks it.
+        result: ReActResult = object.__new__(ReActResult)
+        result.__dict__.update(
             answer=last.text if answered else "",
             stop_reason=stop_reason,
             messages=run.messages,
@@ -566,6 +589,7 @@ class ReActLoop:
             pending_approvals=pending or [],
             held_results=held or [],
         )
+        return result
 
 
 def _check_resumable(result: ReActResult, decisions: dict[str, bool]) -> list[ToolCall]:
@@ -590,6 +614,12 @@ def _check_resumable(result: ReActResult, decisions: dict[str, bool]) -> list[To
         raise ConfigurationError("the paused turn has calls that are neither held nor pending")
     _resumed.claim(result.run_id, len(result.messages), list(pending.values()))
     return list(pending.values())
+
+
+def _cycles(turns: deque[Any], p: int, n: int) -> bool:
+    """Whether the last `p * n` turns are one cycle of `p` turns, `n` times over."""
+    span = p * n
+    return len(turns) >= span and all(turns[-i] == turns[-i - p] for i in range(1, span - p + 1))
 
 
 def _text(outcome: Any) -> tuple[str, bool]:

@@ -91,6 +91,20 @@ class ToolOutcome:
     seconds: float = 0.0
 
 
+# Built on every tool call: set the slots directly (see agentloops.messages._tool_result).
+_outcome_slots = tuple(ToolOutcome.__dict__[name].__set__ for name in ToolOutcome.__slots__)
+
+
+def _outcome(content: str, is_error: bool, seconds: float) -> ToolOutcome:
+    """`ToolOutcome(content=..., is_error=..., seconds=...)`, built for the hot path."""
+    outcome: ToolOutcome = object.__new__(ToolOutcome)
+    set_content, set_error, set_seconds = _outcome_slots
+    set_content(outcome, content)
+    set_error(outcome, is_error)
+    set_seconds(outcome, seconds)
+    return outcome
+
+
 class Tool(Generic[P, R]):
     """A function the model may call, with the JSON Schema of its arguments.
 
@@ -477,6 +491,8 @@ class ToolRegistry:
                 value = t._runtime.run(t.fn, kwargs, t.timeout)
         except Exception as exc:
             return self._failed(t, exc, start)
+        if type(value) is str and len(value) <= self.max_output_chars:
+            return _outcome(value, False, time.perf_counter() - start)  # text that fits
         return self._finished(t, value, start)
 
     async def acall(self, name: str, args: dict[str, Any]) -> ToolOutcome:
@@ -553,12 +569,8 @@ class ToolRegistry:
             )
         if len(text) > self.max_output_chars:
             return self._error(text, start)
-        return ToolOutcome(content=text, seconds=time.perf_counter() - start)
+        return _outcome(text, False, time.perf_counter() - start)
 
     def _error(self, text: str, start: float) -> ToolOutcome:
         """An error outcome; its text is capped like any output."""
-        return ToolOutcome(
-            content=capped(text, self.max_output_chars),
-            is_error=True,
-            seconds=time.perf_counter() - start,
-        )
+        return _outcome(capped(text, self.max_output_chars), True, time.perf_counter() - start)

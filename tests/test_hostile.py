@@ -158,15 +158,20 @@ def test_ctrl_c_in_a_parallel_tool_turn_ends_the_process_within_two_seconds(loop
 # -- limits on tool calls ------------------------------------------------------------------
 
 
-def test_calls_beyond_the_per_turn_limit_are_answered_not_run(ReActLoop: Any) -> None:
+@pytest.mark.parametrize("per_turn", [1, 3])
+def test_calls_beyond_the_per_turn_limit_are_answered_not_run(
+    ReActLoop: Any, per_turn: int
+) -> None:
     many = use_tools(*[("add", {"a": i, "b": 0}) for i in range(5)])
     model = ScriptedModel([many, "done"])
-    result = ReActLoop(model, [add], max_calls_per_turn=3).run("q")
-    assert RAN == [(0, 0), (1, 0), (2, 0)] and result.tool_calls == 3
+    result = ReActLoop(model, [add], max_calls_per_turn=per_turn).run("q")
+    assert result.tool_calls == per_turn and RAN[:] == [(i, 0) for i in range(per_turn)]
     contents = [r.content for r in result.messages[2].tool_results]
-    assert contents[:3] == ["0", "1", "2"]
-    assert contents[3:] == ["not run: at most 3 calls per turn; ask for fewer"] * 2
+    assert contents[:per_turn] == [str(i) for i in range(per_turn)]
+    note = f"not run: at most {per_turn} calls per turn; ask for fewer"
+    assert contents[per_turn:] == [note] * (5 - per_turn)
     assert result.stop_reason == "answered"
+    validate_transcript(result.messages)
 
 
 def test_the_per_run_limit_stops_the_run_before_the_turn_that_would_pass_it(
@@ -198,6 +203,44 @@ def test_a_cycle_that_breaks_is_not_a_stall(ReActLoop: Any) -> None:
     c = use_tools(("add", {"a": 3, "b": 3}))
     model = ScriptedModel([a, b, a, b, a, c, "done"])
     assert ReActLoop(model, [add], max_repeats=3).run("q").stop_reason == "answered"
+
+
+_TURNS = {
+    "A": [("add", {"a": 1, "b": 1})],
+    "B": [("add", {"a": 2, "b": 2})],
+    "C": [("add", {"a": 3, "b": 3})],
+    "D": [("add", {"a": 4, "b": 4})],
+    "P": [("add", {"a": 1, "b": 1}), ("add", {"a": 2, "b": 2})],  # two calls in one turn
+}
+
+
+@pytest.mark.parametrize(
+    ("turns", "max_repeats", "stalled_at"),
+    [
+        ("AAA", 3, 3),
+        ("BAAA", 3, 4),
+        ("ABABAB", 3, 6),
+        ("ABCABCABC", 3, 9),
+        ("DABCABCABC", 3, 10),
+        ("PPP", 3, 3),
+        ("AA", 2, 2),
+        ("ABAB", 2, 4),
+        ("AABAA", 3, None),  # A three times, but never three in a row
+        ("ABACABACABAC", 3, None),  # a cycle of four turns is not looked for
+        ("ABCABCABD", 3, None),
+        ("APAPAP", 3, 6),
+        ("ABAB", 3, None),
+    ],
+)
+def test_the_stall_guard_finds_exactly_the_repeats_it_looks_for(
+    ReActLoop: Any, turns: str, max_repeats: int, stalled_at: int | None
+) -> None:
+    script: list[Any] = [use_tools(*_TURNS[t]) for t in turns] + ["done"]
+    result = ReActLoop(ScriptedModel(script), [add], max_repeats=max_repeats).run("q")
+    if stalled_at is None:
+        assert (result.stop_reason, result.steps) == ("answered", len(turns) + 1)
+    else:
+        assert (result.stop_reason, result.steps) == ("stalled", stalled_at)
 
 
 # -- empty replies -------------------------------------------------------------------------

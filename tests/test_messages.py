@@ -1,3 +1,6 @@
+import dataclasses
+import pickle
+
 import pytest
 
 from agentloops import (
@@ -10,7 +13,13 @@ from agentloops import (
     TranscriptError,
     validate_transcript,
 )
-from agentloops.messages import block_from_dict, message_from_dict, message_to_dict
+from agentloops.messages import (
+    _tool_result,
+    _user_turn,
+    block_from_dict,
+    message_from_dict,
+    message_to_dict,
+)
 
 
 def test_user_builder_text_and_tool_calls():
@@ -29,6 +38,25 @@ def test_blocks_are_frozen_and_compare_by_value():
     assert Text("a") == Text("a")
     with pytest.raises(AttributeError):
         Text("a").text = "b"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("built", "expected"),
+    [
+        (_tool_result("c1", "42", False), ToolResult("c1", "42")),
+        (_tool_result("c2", "boom", True), ToolResult("c2", "boom", is_error=True)),
+        (_user_turn((ToolResult("c1", "42"),)), Message("user", (ToolResult("c1", "42"),))),
+        (_user_turn((Text("hi"),)), Message.user("hi")),
+    ],
+)
+def test_hot_path_builders_make_the_same_frozen_records(built, expected):
+    assert type(built) is type(expected) and built == expected
+    assert hash(built) == hash(expected) and repr(built) == repr(expected)
+    assert pickle.loads(pickle.dumps(built)) == expected
+    for f in dataclasses.fields(expected):  # every field set, none writable
+        assert getattr(built, f.name) == getattr(expected, f.name)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(built, f.name, None)
 
 
 @pytest.mark.parametrize(

@@ -1,3 +1,5 @@
+import dataclasses
+import pickle
 import threading
 
 import pytest
@@ -51,6 +53,23 @@ def add(counter):
 
 
 U = Usage(input_tokens=100, output_tokens=10, cache_read_tokens=50, cache_write_tokens=5)
+
+
+@pytest.mark.parametrize("ending", ["answered", "stalled", "paused"])
+def test_a_result_is_the_frozen_record_its_fields_make(add, ReActLoop, ending):
+    call = use_tools(("add", {"a": 1, "b": 1}), usage=U)
+    script = {"answered": [call, "2"], "stalled": [call] * 3, "paused": [call]}[ending]
+    policy = (lambda c: "ask") if ending == "paused" else None
+    result = ReActLoop(ScriptedModel(script), [add], approval=policy).run("q")
+    fields = {f.name: getattr(result, f.name) for f in dataclasses.fields(ReActResult)}
+    assert vars(result) == fields  # every field set, nothing else
+    rebuilt = ReActResult(**fields)
+    assert result == rebuilt and repr(result) == repr(rebuilt)
+    assert pickle.loads(pickle.dumps(result)) == rebuilt
+    assert dataclasses.replace(result) == rebuilt
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.answer = "changed"
+    assert (result.pending_approvals != []) is (ending == "paused")
 
 
 def test_answer_without_tools(ReActLoop):

@@ -1,3 +1,4 @@
+import dataclasses
 import pickle
 import threading
 from typing import Annotated, Any, Literal
@@ -16,6 +17,7 @@ from agentloops import (
     validate_plan,
 )
 from agentloops.testing import ScriptedModel, use_tools
+from agentloops.tools import ToolOutcome, _outcome
 
 
 @tool
@@ -133,6 +135,18 @@ def test_call_success_converts_output_to_text():
     assert out.seconds >= 0
     moved = registry.call("takes_model", {"p": {"x": 1, "y": 1}, "tags": ["a"]})
     assert moved.content == '{"x":2,"y":2}'
+
+
+def test_outcomes_built_on_the_hot_path_are_ordinary_frozen_outcomes():
+    built, expected = _outcome("3", True, 0.5), ToolOutcome(content="3", is_error=True, seconds=0.5)
+    assert type(built) is ToolOutcome and built == expected and hash(built) == hash(expected)
+    assert repr(built) == repr(expected) and pickle.loads(pickle.dumps(built)) == expected
+    for f in dataclasses.fields(ToolOutcome):  # every field set, none writable
+        assert getattr(built, f.name) == getattr(expected, f.name)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(built, f.name, None)
+    with pytest.raises(TypeError):  # the class itself stays keyword-only
+        ToolOutcome("3")  # type: ignore[misc]
 
 
 @pytest.mark.parametrize(

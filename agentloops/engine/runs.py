@@ -40,9 +40,11 @@ class Totals:
     __slots__ = ("cache_read", "cache_write", "input", "model_calls", "output", "tool_calls")
 
     def __init__(self, *, usage: Usage | None = None, model_calls: int = 0, tool_calls: int = 0):
-        u = usage or Usage()
-        self.input, self.output = u.input_tokens, u.output_tokens
-        self.cache_read, self.cache_write = u.cache_read_tokens, u.cache_write_tokens
+        if usage is None:  # a new run: no Usage() to build and read back (once per run)
+            self.input = self.output = self.cache_read = self.cache_write = 0
+        else:
+            self.input, self.output = usage.input_tokens, usage.output_tokens
+            self.cache_read, self.cache_write = usage.cache_read_tokens, usage.cache_write_tokens
         self.model_calls = model_calls
         self.tool_calls = tool_calls
 

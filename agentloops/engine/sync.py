@@ -15,7 +15,6 @@ import queue
 import time
 from collections.abc import Callable, Generator
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
-from contextlib import closing
 from typing import Any
 
 from agentloops.engine import _events, _threads
@@ -47,7 +46,7 @@ def run(machine: Machine[R], host: ToolHost, on_event: EventSink | None = None) 
     events = drive(machine, host, observed=on_event is not None)
     failed: Exception | None = None
     throw: Exception | None = None
-    with closing(events):
+    try:
         while True:
             try:
                 event = next(events) if throw is None else events.throw(throw)
@@ -59,6 +58,8 @@ def run(machine: Machine[R], host: ToolHost, on_event: EventSink | None = None) 
                     on_event(event)  # type: ignore[misc]  # no sink: the machine emits nothing
                 except Exception as exc:
                     failed = throw = exc
+    finally:
+        events.close()
 
 
 def drive(

@@ -245,6 +245,14 @@ class ReActLoop:
             host = self._tool_host = ToolHost(self.tools)
         return host
 
+    def status(self, run_id: str) -> ReActResult:
+        """A journaled run's result as far as its journal goes (needs a `store`), calling
+        nothing and taking no lease: a paused run lists its pending calls; a run that
+        stopped part-way has stop reason "running"."""
+        return session.status(
+            self._durability, _LOOP, run_id, self._remake(run_id, False), self._host()
+        )
+
     def _start(
         self,
         task: str | Sequence[Message],
@@ -254,15 +262,11 @@ class ReActLoop:
     ) -> tuple[session.Opener, session.Make[ReActResult]]:
         run_id = run_id or os.urandom(6).hex()
         machine = self.machine(task, run_id=run_id, parent_run_id=parent_run_id, observed=observed)
-        durability = self._durability
-        if durability is None:
-            return session.plain, lambda meta: machine
+        if self._durability is None:  # no meta to build: the common, quick way
+            return session.plain, lambda _: machine
         stored = task if isinstance(task, str) else [message_to_dict(m) for m in task]
         meta = {"task": stored, "parent_run_id": parent_run_id}
-        return (
-            lambda: session.begin(durability, kind=_LOOP, run_id=run_id, meta=meta),
-            lambda meta: machine,
-        )
+        return session.starting(self._durability, _LOOP, run_id, meta, machine)
 
     def _restart(
         self,
@@ -275,10 +279,12 @@ class ReActLoop:
             machine = self.resume_machine(
                 result, decisions or {}, parent_run_id=parent_run_id, observed=observed
             )
-            return session.plain, lambda meta: machine
-        durability, run_id = self._durability, result
-        if durability is None:
-            raise ConfigurationError("resuming by run id needs a store: ReActLoop(..., store=)")
+            return session.plain, lambda _: machine
+        make = self._remake(result, observed)
+        return session.resuming(self._durability, _LOOP, result, decisions, make)
+
+    def _remake(self, run_id: str, observed: bool) -> session.Make[ReActResult]:
+        """How to build the machine a journaled run's journal is replayed into."""
 
         def make(meta: dict[str, Any]) -> Machine[ReActResult]:
             task = meta["task"]
@@ -286,10 +292,7 @@ class ReActLoop:
             parent = meta.get("parent_run_id")
             return self.machine(task, run_id=run_id, parent_run_id=parent, observed=observed)
 
-        return (
-            lambda: session.reopen(durability, kind=_LOOP, run_id=run_id, decisions=decisions),
-            make,
-        )
+        return make
 
     # -- the machine -----------------------------------------------------------------
 

@@ -394,3 +394,13 @@ def test_status_reads_a_run_from_its_journal_without_calling_anything(
     assert len(LEDGER) == 2  # nothing ran again
     with pytest.raises(ConfigurationError, match="needs a store"):
         ReWOOPipeline(ScriptedModel([]), [look]).status("w1")
+
+
+def test_a_react_runs_status_lists_its_pending_calls(durable_store: Any) -> None:
+    from agentloops import ReActLoop
+
+    model = ScriptedModel([use_tools(ToolCall("s1", "send", {"to": "ann"}))])
+    ReActLoop(model, [send], store=durable_store).run("q", run_id="r1")
+    status = ReActLoop(ScriptedModel([]), [send], store=durable_store).status("r1")
+    assert status.stop_reason == "approval_required"
+    assert [c.id for c in status.pending_approvals] == ["s1"] and LEDGER == []

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agentloops._text import cut_tail
+from agentloops._text import cut
 from agentloops.tools import ToolRegistry
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ def digest(state: RunState, upto: int, max_chars: int) -> str:
     """The findings of steps before `upto`, each cut to `max_chars` (never transcripts)."""
     lines = []
     for step, record in zip(state.plan.steps[:upto], state.steps[:upto], strict=True):
-        text = cut_tail(record.result, max_chars)
+        text = cut(record.result, max_chars, "[... {cut} characters cut]", tail=False)
         lines.append(f"Step {step.step_number} ({step.description}): {text}")
     return "\n".join(lines) or "(none yet: this is the first step)"
 

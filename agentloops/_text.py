@@ -1,20 +1,39 @@
-"""Cutting long text for a prompt: one helper for every place that bounds what a model reads."""
+"""Cutting long text: one helper for every place that bounds what a model reads (tool
+outputs, evidence in a solver prompt, findings in a step prompt, a rejected plan)."""
 
 from __future__ import annotations
 
+_SPARE = 120
+"""What `within` leaves for the marker at least: a caller may add a short prefix (an
+error's "'tool' failed: ") and still fit."""
 
-def cut(text: str, limit: int, marker: str = "[... {cut} of {total} characters cut ...]") -> str:
-    """`text` if it has at most `limit` characters; else its head and tail around `marker`
-    (formatted with `cut` and `total`), so both ends stay visible."""
-    if len(text) <= limit:
+
+def cut(
+    text: str,
+    limit: int,
+    marker: str = "[... {cut} of {total} characters cut ...]",
+    *,
+    tail: bool = True,
+    within: bool = False,
+) -> str:
+    """`text` if it has at most `limit` characters; else a shorter text that says so.
+
+    Args:
+        marker: the note put where text was cut, formatted with `cut` (characters left
+            out) and `total` (the text's length).
+        tail: keep the head and the tail around the marker (both ends stay visible), or
+            only the head, with the marker after it.
+        within: make the result itself fit in `limit` (the marker counts); otherwise
+            `limit` characters of the text are kept and the marker comes on top.
+    """
+    total = len(text)
+    if total <= limit:
         return text
-    head = limit // 2
-    tail = text[-(limit - head) :] if limit - head else ""
-    return f"{text[:head]}\n{marker.format(cut=len(text) - limit, total=len(text))}\n{tail}"
-
-
-def cut_tail(text: str, limit: int) -> str:
-    """`text` if it has at most `limit` characters; else its head and a note of the cut."""
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]} [... {len(text) - limit} characters cut]"
+    room = limit
+    if within:  # the marker counts, with room to spare for a prefix the caller adds
+        room = max(0, limit - max(_SPARE, len(marker.format(cut=total, total=total)) + 2))
+    if not tail:
+        return f"{text[:room]} {marker.format(cut=total - room, total=total)}"
+    head = room // 2
+    end = text[total - (room - head) :] if room - head else ""
+    return f"{text[:head]}\n{marker.format(cut=total - room, total=total)}\n{end}"

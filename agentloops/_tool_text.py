@@ -12,6 +12,8 @@ from typing import Any
 
 import pydantic
 
+from agentloops._text import cut
+
 _encode = json.JSONEncoder(ensure_ascii=False, default=str).encode
 """One encoder for every tool output (json.dumps with options builds a new one per call)."""
 
@@ -53,12 +55,8 @@ def describe(exc: BaseException, limit: int) -> str:
 
 
 def capped(text: str, limit: int) -> str:
-    """`text`, or its head and tail with a marker saying how much was cut."""
-    if len(text) <= limit:
-        return text
-    keep = max(0, (limit - 120) // 2)
-    cut = len(text) - 2 * keep
-    return (
-        f"{text[:keep]}\n[... output too long: {cut} of {len(text)} characters cut; "
-        f"ask for less ...]\n{text[len(text) - keep :]}"
-    )
+    """`text`, or its head and tail with a marker saying how much was cut, in `limit`."""
+    return cut(text, limit, _TOO_LONG, within=True)
+
+
+_TOO_LONG = "[... output too long: {cut} of {total} characters cut; ask for less ...]"

@@ -33,10 +33,10 @@ from agentloops.engine.effects import (
     R,
     Save,
     StartTool,
+    call_key,
 )
 from agentloops.errors import AgentLoopsError, CallInDoubt, CheckpointError
 from agentloops.journal import Entry, JournalRecord
-from agentloops.messages import ToolCall
 from agentloops.tools import ToolOutcome, ToolRegistry
 
 FORMAT = 1
@@ -51,11 +51,6 @@ _DECLINED = (
     "not run again: this call was in doubt (it started, then the run was interrupted before "
     "its outcome was recorded), and a person chose not to run it again"
 )
-
-
-def call_key(run_id: str, call: ToolCall) -> str:
-    """The journal key of a call that waits for a decision (a machine's default call key)."""
-    return f"{run_id}:{call.id}"
 
 
 def journaled(
@@ -205,7 +200,7 @@ class _Replay:
         return ("tool_finished", data, key)
 
     def _decide(self, effect: Decide, pending: list[Entry], write: Write) -> Machine[Any]:
-        keys = [call_key(effect.run_id, c) for c in effect.calls]
+        keys = [call_key(effect.run_id, c.id) for c in effect.calls]
         decided = [self.decided.get(k) for k in keys]
         if all(d is not None for d in decided):
             answers = {}

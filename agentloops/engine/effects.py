@@ -34,6 +34,12 @@ if TYPE_CHECKING:
 R = TypeVar("R")
 
 
+def call_key(run_id: str, call_id: str) -> str:
+    """A call's default key: its idempotency key, and its key in a run's journal (the
+    ReWOO worker gives its calls keys of their own)."""
+    return f"{run_id}:{call_id}"
+
+
 @dataclass(slots=True)
 class CallModel:
     """Call `client` with `request`."""
@@ -62,7 +68,7 @@ class StartTool:
 
     @property
     def call_key(self) -> str:
-        return self.key or f"{self.run_id}:{self.call.id}"
+        return self.key or call_key(self.run_id, self.call.id)
 
 
 @dataclass(slots=True)

@@ -18,7 +18,7 @@ from typing import Any
 
 from agentloops.engine import streams, sync
 from agentloops.engine.durable import DOUBT, FORMAT, journaled
-from agentloops.engine.effects import CallModel, Machine, NextTool, R, StartTool
+from agentloops.engine.effects import CallModel, Machine, NextTool, R, StartTool, call_key
 from agentloops.engine.host import ToolHost
 from agentloops.errors import AgentLoopsError, CallInDoubt, CheckpointError, ConfigurationError
 from agentloops.events import Event, EventSink
@@ -117,7 +117,7 @@ def waiting(past: list[JournalRecord]) -> dict[str, tuple[str, str, ToolCall]]:
     for r in past:
         if r.kind == "approval_requested":
             for c in r.data["calls"]:
-                key = f"{r.data['run']}:{c['id']}"
+                key = call_key(r.data["run"], c["id"])
                 if key not in decided:
                     found[c["id"]] = ("approval", key, ToolCall(c["id"], c["name"], c["args"]))
         elif r.kind == "tool_started" and r.key is not None and r.key not in finished:

@@ -72,7 +72,7 @@ def drive(
     """
     tools = _Tools(host, observed)
     queued = tools.queued
-    registry, call_key = host.registry, _CALL_KEY
+    registry, key_var = host.registry, _CALL_KEY
     quiet = not observed and not streaming
     inline = host.executor is None
     try:
@@ -92,11 +92,11 @@ def drive(
                     if not observed and inline and len(queued) == 1 and not tools.running:
                         lone = queued.pop()  # a lone call runs inline, on this thread
                         call = lone.call
-                        token = call_key.set(lone.key or f"{lone.run_id}:{call.id}")
+                        token = key_var.set(lone.call_key)
                         try:
                             outcome = call.id, registry.call(call.name, call.args)
                         finally:
-                            call_key.reset(token)
+                            key_var.reset(token)
                     else:
                         outcome = yield from tools.next()
                 elif kind is Emit:

@@ -22,7 +22,7 @@ from agentloops import (
     tool,
     validate_transcript,
 )
-from agentloops.testing import ScriptedModel, respond, respond_structured, use_tools
+from agentloops.testing import ScriptedModel, respond_structured, use_tools
 
 LEDGER: list[tuple[str, Any]] = []
 
@@ -153,7 +153,7 @@ def test_a_run_held_by_another_driver_is_refused_with_who_and_until(durable_stor
     assert durable_store.run_info("r1").status == "finished"
 
 
-def crashing_run(durable_store: Any, tools: list[Any], crash_on: str) -> None:
+def crashing_run(durable_store: Any, crash_on: str) -> None:
     """A run whose tool `crash_on` is interrupted mid-call: its start is journaled, its
     outcome never is."""
     from agentloops import ReActLoop
@@ -172,7 +172,7 @@ def crashing_run(durable_store: Any, tools: list[Any], crash_on: str) -> None:
 def test_a_read_only_call_in_doubt_runs_again_with_the_same_key(
     durable_store: Any, ReActLoop: Any
 ) -> None:
-    crashing_run(durable_store, [look], "look")
+    crashing_run(durable_store, "look")
     result = ReActLoop(ScriptedModel(["K."]), [look], store=durable_store).resume("r1")
     assert result.answer == "K."
     assert LEDGER == [("died", "r1:c1"), ("look", "r1:c1")]  # the same key both times
@@ -188,7 +188,7 @@ def charge(key: str) -> str:
 def test_a_side_effecting_call_in_doubt_waits_for_a_person(
     durable_store: Any, ReActLoop: Any
 ) -> None:
-    crashing_run(durable_store, [charge], "charge")
+    crashing_run(durable_store, "charge")
     loop = ReActLoop(ScriptedModel(["Charged."]), [charge], store=durable_store)
     with pytest.raises(CallInDoubt, match="resume with") as info:
         loop.resume("r1")
@@ -199,7 +199,7 @@ def test_a_side_effecting_call_in_doubt_waits_for_a_person(
 
 
 def test_a_call_in_doubt_can_be_recorded_as_not_run(durable_store: Any, ReActLoop: Any) -> None:
-    crashing_run(durable_store, [charge], "charge")
+    crashing_run(durable_store, "charge")
     result = ReActLoop(ScriptedModel(["Skipped."]), [charge], store=durable_store).resume(
         "r1", {"c1": False}
     )
@@ -294,7 +294,6 @@ def test_resuming_by_run_id_needs_a_store() -> None:
 
 def test_idempotency_key_is_none_outside_a_loops_call() -> None:
     assert idempotency_key() is None
-    assert respond("x").message.text == "x"
 
 
 def test_an_approved_call_in_doubt_is_asked_about_again_before_it_runs_again(
@@ -324,7 +323,7 @@ def test_an_approved_call_in_doubt_is_asked_about_again_before_it_runs_again(
 def test_a_yes_to_a_call_in_doubt_stands_until_its_outcome_is_recorded(
     durable_store: Any, ReActLoop: Any
 ) -> None:
-    crashing_run(durable_store, [charge], "charge")
+    crashing_run(durable_store, "charge")
 
     @tool(name="charge", read_only=False)
     def dies_again(key: str) -> str:
@@ -404,3 +403,43 @@ def test_a_react_runs_status_lists_its_pending_calls(durable_store: Any) -> None
     status = ReActLoop(ScriptedModel([]), [send], store=durable_store).status("r1")
     assert status.stop_reason == "approval_required"
     assert [c.id for c in status.pending_approvals] == ["s1"] and LEDGER == []
+
+
+def test_a_journal_that_no_longer_matches_the_loop_is_refused(durable_store: Any) -> None:
+    """Resuming with settings that change the run's requests (here: re-planning turned on,
+    which asks the replanner where the journal holds a step's reply) is a CheckpointError,
+    never a replay that feeds one call's answer to another."""
+    from agentloops import PlanAndExecute
+
+    plan = {"steps": [{"step_number": n, "description": f"step {n}"} for n in (1, 2)]}
+    first = ScriptedModel([respond_structured(plan), "one", "two", ModelError("reporter down")])
+    with pytest.raises(ModelError):
+        PlanAndExecute(first, [], store=durable_store).run("t", run_id="p1")
+    changed = PlanAndExecute(ScriptedModel([]), [], store=durable_store, replan=True)
+    with pytest.raises(CheckpointError, match="does not match this loop"):
+        changed.resume("p1")
+
+
+def test_a_decision_applies_only_to_the_arguments_it_was_made_for(durable_store: Any) -> None:
+    """A decision record is bound to the call's name and arguments: one for other arguments
+    (a tampered journal) refuses to run anything."""
+    from agentloops import ReActLoop
+
+    model = ScriptedModel([use_tools(ToolCall("s1", "send", {"to": "ann"}))])
+    ReActLoop(model, [send], store=durable_store).run("q", run_id="r1")
+    lease = durable_store.acquire("r1", ttl=30)
+    forged = {"approved": True, "name": "send", "args": {"to": "mallory"}, "by": "someone"}
+    durable_store.append(lease, "decision", forged, key="r1:s1")
+    durable_store.release(lease)
+    with pytest.raises(CheckpointError, match="made for other arguments"):
+        ReActLoop(ScriptedModel(["x"]), [send], store=durable_store).resume("r1")
+    assert LEDGER == []
+
+
+def test_status_of_a_run_stopped_at_a_call_in_doubt_says_running(durable_store: Any) -> None:
+    from agentloops import ReActLoop
+
+    crashing_run(durable_store, "charge")
+    status = ReActLoop(ScriptedModel([]), [charge], store=durable_store).status("r1")
+    assert status.stop_reason == "running" and status.model_calls == 1
+    assert [x for x, _ in LEDGER] == ["died"]  # nothing ran for the status

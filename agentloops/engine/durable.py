@@ -8,7 +8,8 @@ model or tool call is repeated for an outcome on record), then goes on live.
 
 A call that started but has no recorded outcome is *in doubt* (the process died during
 it). Its tool's `on_doubt` says what happens: "rerun" runs it again with the same
-idempotency key; "ask" and "fail" stop the run with `CallInDoubt` until a person decides
+idempotency key; "ask" and "fail" stop the run with `CallInDoubt` (status "in_doubt":
+waiting for a person; or "failed": an operator's error) until someone decides
 (`resume(run_id, {call_id: True})` runs it again, `False` records it as not run). That
 decision is its own record (`DOUBT`), apart from an approval of the same call: a "yes"
 to running a call once is not a "yes" to running it a second time.

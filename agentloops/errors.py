@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentloops.model import Usage
+from agentloops.usage import Usage
 
 
 class AgentLoopsError(Exception):

@@ -15,6 +15,7 @@ docs/durability.md, "Old runs keep resuming".
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import sys
 from pathlib import Path
@@ -31,24 +32,20 @@ from replay.scenarios import SCENARIOS, Scenario
 
 
 def record(scenario: Scenario) -> dict[str, Any]:
-    """Run `scenario` into a fresh store the way it says, and return its corpus document."""
+    """Run `scenario` into a fresh store the way it says, and return its corpus document.
+
+    Each session (the run, then each resume) gets a loop of its own, as another process
+    would; one ends when its process dies or when the run waits for a person."""
     store = MemoryStore()
-    loop = LOOPS[scenario.loop](store, Ledger(die_in=scenario.die_in))
-    try:
-        loop.run(scenario.task, run_id=scenario.run_id)
-    except ProcessDied:
-        if scenario.die_in is None:
-            raise
-        if scenario.resumed_once:  # someone resumed it and it stopped at the call in doubt
-            try:
-                LOOPS[scenario.loop](store, Ledger()).resume(scenario.run_id)
-            except CallInDoubt:
-                pass
-            else:
-                raise AssertionError(f"{scenario.name}: the resume did not stop in doubt")
-    else:
-        if scenario.die_in is not None:
-            raise AssertionError(f"{scenario.name}: the process never died in {scenario.die_in}")
+    ledger = Ledger(die_in=scenario.die_in)
+    sessions = [lambda loop: loop.run(scenario.task, run_id=scenario.run_id)]
+    for decisions in scenario.resumes:
+        sessions.append(lambda loop, d=decisions: loop.resume(scenario.run_id, d))
+    for session in sessions:
+        with contextlib.suppress(ProcessDied, CallInDoubt):
+            session(LOOPS[scenario.loop](store, ledger))
+    if ledger.die_in is not None:
+        raise AssertionError(f"{scenario.name}: the process never died in {ledger.die_in}")
     return {
         "scenario": scenario.name,
         "recorded_by": f"agentloops {agentloops.__version__}",

@@ -1,9 +1,9 @@
 """The recorded runs of the corpus: how each was made, and what replaying it must give.
 
-A `Scenario` names the loop (loops.py), the task and run id, and where the recording's
-process died; record.py runs it and writes its `expect` into the file, where it stays
-with the journal. The expectations are written here by hand, from what each run is
-meant to do, not copied from a recording.
+A `Scenario` names the loop (loops.py), the task and run id, the resumes the recording
+made and where its process died; record.py runs it and writes its `expect` into the
+file, where it stays with the journal. The expectations are written here by hand, from
+what each run is meant to do, not copied from a recording.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ class Scenario:
     task: str
     run_id: str
     die_in: str | None = None
-    """Where the recording's process dies (a tool's name or a model purpose)."""
-    resumed_once: bool = False
-    """Whether the recording resumed the run once after it died, without decisions."""
+    """Where the recording's process dies, once (a tool's name or a model purpose)."""
+    resumes: tuple[dict[str, bool] | None, ...] = ()
+    """The decisions of each `resume` the recording made after the run, in order."""
     expect: dict[str, Any] = field(default_factory=dict)
     """`status`: what `status(run_id)` gives; `refused`: the calls a resume without
     decisions stops at (`CallInDoubt`); `resume`: the decisions, and what resuming with
@@ -87,7 +87,7 @@ SCENARIOS = [
         "Send 100 EUR to Bob.",
         "react-in-doubt",
         die_in="transfer",
-        resumed_once=True,
+        resumes=(None,),  # someone resumed it, and it stopped at the call in doubt
         expect={
             "status": {"stop_reason": "running", "model_calls": 1},
             "refused": [_call("t1", "transfer", {"to": "Bob", "amount": 100})],
@@ -98,6 +98,25 @@ SCENARIOS = [
                 "model_calls": 2,
                 "asked": ["answer"],
                 "ran": [["transfer", "react-in-doubt:t1"]],
+            },
+        },
+    ),
+    Scenario(
+        "react_approved_partway",
+        "react",
+        "Pay invoice INV-7.",
+        "react-approved",
+        die_in="answer",  # approved, paid, then died asking for the answer
+        resumes=({"c2": True},),
+        expect={
+            "status": {"stop_reason": "running", "model_calls": 2, "tool_calls": 2},
+            "resume": {
+                "decisions": None,
+                "stop_reason": "answered",
+                "answer": "Paid INV-7: 120 EUR to ACME.",
+                "model_calls": 3,
+                "asked": ["answer"],
+                "ran": [],
             },
         },
     ),

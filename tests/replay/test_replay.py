@@ -23,8 +23,12 @@ from replay.record import differences, main, record
 from replay.scenarios import SCENARIOS
 
 FILES = journals.files()
-SOURCES = [pytest.param(("file", p), id=str(p.relative_to(journals.CORPUS))) for p in FILES] + [
-    pytest.param(("today", s.name), id=f"today/{s.name}") for s in SCENARIOS
+CASES = [
+    pytest.param(("file", path, backend), id=f"{path.relative_to(journals.CORPUS)}-{backend}")
+    for path in FILES
+    for backend in ("memory", "sqlite")
+] + [  # today's recordings on one backend: the files show the backends agree
+    pytest.param(("today", s.name, "memory"), id=f"today/{s.name}") for s in SCENARIOS
 ]
 
 
@@ -33,17 +37,14 @@ def _today(name: str) -> dict[str, Any]:
     return record(next(s for s in SCENARIOS if s.name == name))
 
 
-@pytest.fixture(params=SOURCES)
-def doc(request: pytest.FixtureRequest) -> dict[str, Any]:
-    source, what = request.param
-    return journals.read(what) if source == "file" else _today(what)
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> RunStore:
-    if request.param == "memory":
-        return MemoryStore()
-    return SQLiteStore(tmp_path / "runs.db", synchronous="NORMAL")
+@pytest.fixture(params=CASES)
+def case(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[dict[str, Any], RunStore]:
+    """A recorded run (a corpus file, or today's recording) and an empty store for it."""
+    source, what, backend = request.param
+    doc = journals.read(what) if source == "file" else _today(what)
+    if backend == "memory":
+        return doc, MemoryStore()
+    return doc, SQLiteStore(tmp_path / "runs.db", synchronous="NORMAL")
 
 
 def _loaded(store: RunStore, doc: dict[str, Any]) -> tuple[Any, Ledger, str]:
@@ -79,9 +80,8 @@ def test_every_scenario_has_a_corpus_file_and_every_file_a_scenario() -> None:
     assert recorded == {s.name for s in SCENARIOS}
 
 
-def test_a_corpus_journal_loads_into_a_store_record_for_record(
-    doc: dict[str, Any], store: RunStore
-) -> None:
+def test_a_corpus_journal_loads_into_a_store_record_for_record(case: Any) -> None:
+    doc, store = case
     run_id = journals.load(store, doc)
     info = store.run_info(run_id)
     header = doc["run"]
@@ -93,9 +93,8 @@ def test_a_corpus_journal_loads_into_a_store_record_for_record(
     assert not info.leased
 
 
-def test_status_gives_the_recorded_result_calling_nothing(
-    doc: dict[str, Any], store: RunStore
-) -> None:
+def test_status_gives_the_recorded_result_calling_nothing(case: Any) -> None:
+    doc, store = case
     loop, ledger, run_id = _loaded(store, doc)
     _check_result(loop.status(run_id), doc["expect"]["status"])
     assert ledger.asked == [] and ledger.ran == []
@@ -103,9 +102,8 @@ def test_status_gives_the_recorded_result_calling_nothing(
 
 
 @pytest.mark.parametrize("driver", ["resume", "aresume"])
-def test_resume_finishes_asking_only_for_what_the_journal_lacks(
-    doc: dict[str, Any], store: RunStore, driver: str
-) -> None:
+def test_resume_finishes_asking_only_for_what_the_journal_lacks(case: Any, driver: str) -> None:
+    doc, store = case
     loop, ledger, run_id = _loaded(store, doc)
     expect = doc["expect"]
 

@@ -7,7 +7,7 @@ are not run, and their evidence says which dependency failed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +22,8 @@ from agentloops.messages import ToolCall
 from agentloops.tools import ToolOutcome, ToolRegistry
 
 _LOOP = "rewoo"
+
+OnFinish = Callable[[str, ToolOutcome], Iterable[Emit]]
 
 NOT_RUN = "not run: "
 """Starts the evidence text of a step that was not run because a dependency failed."""
@@ -57,10 +59,13 @@ def work_machine(
     observed: bool,
     run_id: str,
     attempt: int = 0,
+    progress: dict[str, ToolOutcome] | None = None,
 ) -> Machine[Work]:
     """Run a validated plan: each step as soon as its dependencies are done, at most
     `limit` at once. The driver decides where the calls run. `attempt` (how many times
-    the run re-planned before this plan) keeps the calls' idempotency keys unique."""
+    the run re-planned before this plan) keeps the calls' idempotency keys unique.
+    `progress` gets each outcome as it arrives, so a run stopped part-way (by an error,
+    or a status read at the journal's end) still has the steps that finished."""
     steps = {s.step_id: s for s in plan.steps}
 
     def start(step_id: str, results: Mapping[str, ToolOutcome]) -> StartTool:
@@ -72,6 +77,8 @@ def work_machine(
         return StartTool(ToolCall(step_id, step.tool_name, args), _LOOP, run_id, key)
 
     hooks = _hooks(run_id, steps) if observed else {}
+    if progress is not None:
+        hooks["on_finish"] = _kept_in(progress, hooks.get("on_finish"))
     graph = yield from run_graph(
         {s.step_id: s.depends_on for s in plan.steps},
         start,
@@ -82,6 +89,16 @@ def work_machine(
         **hooks,
     )
     return _collect(plan, graph)
+
+
+def _kept_in(progress: dict[str, ToolOutcome], then: OnFinish | None) -> OnFinish:
+    """An `on_finish` hook that keeps each outcome in `progress`, then calls `then`."""
+
+    def on_finish(step_id: str, outcome: ToolOutcome) -> Iterable[Emit]:
+        progress[step_id] = outcome
+        return then(step_id, outcome) if then is not None else ()
+
+    return on_finish
 
 
 def _substituted(registry: ToolRegistry, step: ReWOOPlanStep, outputs: dict[str, str]) -> Any:

@@ -404,6 +404,7 @@ class ReWOOPipeline:
         # Without an executor the machine bounds the parallel steps; an executor has
         # its own bound.
         limit = self.max_workers if self.executor is None else max(len(plan.steps), 1)
+        run.evidence, run.skipped = {}, []  # filled as steps finish, for a partial result
         done = yield from work_machine(
             plan,
             self.tools,
@@ -412,6 +413,7 @@ class ReWOOPipeline:
             abort=self.on_tool_error == "abort",
             observed=observed,
             run_id=run.run_id,
+            progress=run.evidence,
         )
         run.evidence, run.skipped = done.evidence, done.skipped
         return done
@@ -451,10 +453,14 @@ class ReWOOPipeline:
     # -- results ------------------------------------------------------------------------
 
     def _result(self, run: _Run, answer: str, reason: ReWOOStopReason, detail: str) -> ReWOOResult:
+        evidence = run.evidence
+        if run.plan is not None and len(evidence) < len(run.plan.steps):  # stopped part-way
+            order = [s.step_id for s in run.plan.steps]
+            evidence = {k: evidence[k] for k in order if k in evidence}
         return ReWOOResult(
             answer=answer,
             plan=run.plan,
-            evidence=run.evidence,
+            evidence=evidence,
             usage=run.totals.usage,
             model_calls=run.totals.model_calls,
             replans=run.replans,

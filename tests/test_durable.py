@@ -443,3 +443,25 @@ def test_status_of_a_run_stopped_at_a_call_in_doubt_says_running(durable_store: 
     status = ReActLoop(ScriptedModel([]), [charge], store=durable_store).status("r1")
     assert status.stop_reason == "running" and status.model_calls == 1
     assert [x for x, _ in LEDGER] == ["died"]  # nothing ran for the status
+
+
+def test_a_rewoo_run_stopped_inside_the_worker_keeps_the_steps_that_finished(
+    durable_store: Any,
+) -> None:
+    """The error's result (here LeaseLost: the run was deleted while #E2 ran) has #E1's
+    evidence, as a status read of the journal does."""
+    from agentloops import LeaseLost, ReWOOPipeline
+
+    @tool(name="look")
+    def deletes(key: str) -> str:
+        """Look a key up; the second call's run is deleted under it."""
+        LEDGER.append(("look", idempotency_key()))
+        if key != "a":
+            durable_store.delete("w1", force=True)
+        return key.upper()
+
+    model = ScriptedModel([respond_structured(PLAN)])
+    with pytest.raises(LeaseLost) as info:
+        ReWOOPipeline(model, [deletes], store=durable_store).run("q", run_id="w1")
+    evidence = info.value.result.evidence
+    assert {k: o.content for k, o in evidence.items()} == {"#E1": "A"} and len(LEDGER) == 2

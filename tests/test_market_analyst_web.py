@@ -284,6 +284,12 @@ def test_markdown_is_rendered_without_passing_html_or_script_links_through() -> 
     assert 'href="javascript' not in html
 
 
+def test_table_alignment_is_a_class_not_a_style_attribute_the_policy_would_refuse() -> None:
+    html = views.to_html("| a | b | c |\n|--:|:-:|:--|\n| 1 | 2 | 3 |\n")
+    assert html.count('class="align-right"') == 2 and html.count('class="align-center"') == 2
+    assert html.count('class="align-left"') == 2 and "style=" not in html
+
+
 # -- the archive and the profile -------------------------------------------------------------
 
 

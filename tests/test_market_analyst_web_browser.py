@@ -22,12 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from _analyst_app import Worker
+from _analyst_app import Worker, serving
 from market_analyst import models, tools
 from market_analyst.demo_model import DemoModel
 from market_analyst.roles import role_of
 from market_analyst.store import AnalystStore
-from market_analyst.web import serve
 from market_analyst.web.app import create_app
 from market_analyst.workflow import Analyst
 from playwright.sync_api import Browser, Page, expect, sync_playwright
@@ -99,7 +98,7 @@ def served(tmp_path: Path) -> Iterator[Served]:
     clients = models.Clients(held.model, held.model, held.model, settings)
     tools.configure(latency_scale=LATENCY, ledger_path=tmp_path / "ledger.jsonl")
     try:
-        with _running(create_app(store, clients, user="tester")) as url:
+        with serving(create_app(store, clients, user="tester")) as url:
             yield Served(url, store, held)
     finally:
         held.release.set()
@@ -107,37 +106,26 @@ def served(tmp_path: Path) -> Iterator[Served]:
 
 
 @contextlib.contextmanager
-def _running(app: object) -> Iterator[str]:
-    sock = serve.bind(0)
-    server = serve.server(app, quiet=True)  # type: ignore[arg-type]
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 15
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the app did not start"
-        time.sleep(0.02)
-    try:
-        yield serve.url(sock)
-    finally:
-        server.should_exit = True
-        thread.join(15)
-        sock.close()
-
-
-@contextlib.contextmanager
-def _tabs(browser: Browser, count: int = 1) -> Iterator[list[Page]]:
-    """`count` tabs of one browser window; no script error may happen in any of them."""
-    context = browser.new_context(viewport={"width": 1360, "height": 900})
+def _tabs(browser: Browser, count: int = 1, width: int = 1360) -> Iterator[list[Page]]:
+    """`count` tabs of one browser window; no script error may happen in any of them, and
+    nothing the page does may break its Content-Security-Policy."""
+    context = browser.new_context(viewport={"width": width, "height": 900})
     context.set_default_timeout(20_000)
     errors: list[str] = []
     pages = [context.new_page() for _ in range(count)]
     for page in pages:
         page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.on("console", lambda message: _refused(message.text, errors))
     try:
         yield pages
     finally:
         context.close()
     assert errors == []
+
+
+def _refused(text: str, errors: list[str]) -> None:
+    if "Content Security Policy" in text:
+        errors.append(text)
 
 
 def _open(page: Page, url: str) -> None:
@@ -345,3 +333,30 @@ def test_a_run_another_process_holds_shows_who_and_its_approval_waits_for_the_le
             expect(page.locator("#decision")).to_contain_text(f"Published {run_id}")
     finally:
         holder.kill()
+
+
+def test_the_page_s_policy_blocks_an_injected_script_and_style(browser, served) -> None:
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        refused: list[str] = []
+        page.on("console", lambda message: _refused(message.text, refused))
+        _open(page, served.url)
+        page.evaluate(
+            """() => {
+                const script = document.createElement("script");
+                script.textContent = "window.__ran = 1";
+                document.body.append(script);
+                const styled = document.createElement("div");
+                styled.setAttribute("style", "color: red");
+                document.body.append(styled);
+            }"""
+        )
+        assert page.evaluate("window.__ran") is None
+        deadline = time.monotonic() + 5  # the console reports come after the script returns
+        while len(refused) < 2 and time.monotonic() < deadline:
+            page.wait_for_timeout(50)
+        assert len(refused) == 2, refused
+        assert "script-src 'self'" in refused[0] and "style-src 'self'" in refused[1]
+    finally:
+        context.close()

@@ -9,7 +9,8 @@ across tabs and processes. A run, decision or trade another process holds is ref
 with 409 and the lease's holder and expiry, which the page shows. The app binds to
 loopback only and refuses requests whose Host or Origin is not this machine's, and bodies
 that are not JSON, so another web site open in the same browser cannot start or decide
-runs.
+runs; bodies are capped before they are read (`guard`), and every answer carries a
+Content-Security-Policy (`policy`).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from market_analyst.trading import TRADABLE
 from market_analyst.web import views
 from market_analyst.web.guard import BadInput, error, guarded, json_body, text_field
 from market_analyst.web.live import LiveRun, LiveRuns
+from market_analyst.web.policy import SecurityHeaders
 from market_analyst.web.trade_api import TradeAPI, trade_view
 from market_analyst.workflow import MODES, Analyst
 
@@ -290,5 +292,8 @@ def create_app(
     return Starlette(
         routes=web.routes(),
         lifespan=web.lifespan,
-        middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))],
+        middleware=[
+            Middleware(SecurityHeaders),
+            Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts)),
+        ],
     )

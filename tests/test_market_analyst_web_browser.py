@@ -360,3 +360,34 @@ def test_the_page_s_policy_blocks_an_injected_script_and_style(browser, served) 
         assert "script-src 'self'" in refused[0] and "style-src 'self'" in refused[1]
     finally:
         context.close()
+
+
+PHONE = 420  # CSS pixels: a phone held upright
+
+
+def _fits(page: Page) -> None:
+    """Nothing on the page is wider than the phone: no sideways scrolling."""
+    widest = page.evaluate("document.documentElement.scrollWidth")
+    assert widest <= PHONE, f"the page is {widest} px wide at {PHONE}"
+
+
+def test_the_page_works_at_a_phone_s_width(browser, served) -> None:
+    with _tabs(browser, width=PHONE) as [page]:
+        _open(page, served.url)
+        _fits(page)
+        request = page.locator("#request").bounding_box()
+        assert request is not None and request["width"] >= PHONE * 0.7, request
+        for control in ("#mode", "#run-button"):
+            box = page.locator(control).bounding_box()
+            assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= PHONE
+        _ask(page, "Investment thesis and strategic risks for MSFT")
+        expect(page.locator("#run-status")).to_have_text("pending")
+        expect(page.locator("#verdict")).to_have_text("pass")
+        _fits(page)
+        tracks = page.locator("#timeline .tl-track").evaluate_all(
+            "tracks => tracks.map(t => t.getBoundingClientRect().width)"
+        )
+        assert len(tracks) >= 4 and min(tracks) >= PHONE / 3, tracks  # the bars have room
+        for button in ("#approve", "#edit", "#reject"):
+            box = page.locator(button).bounding_box()
+            assert box is not None and box["x"] + box["width"] <= PHONE, button

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 from _analyst_app import make_app
-from market_analyst import cli, models, tools
+from market_analyst import cli, flags, models, tools
 from market_analyst.demo_model import DemoModel
 from market_analyst.store import AnalystStore
 from market_analyst.web import serve, views
@@ -328,6 +328,7 @@ def test_info_names_the_model_and_the_fixture_notice(web) -> None:
     info = web.client.get("/api/info").json()
     assert info["offline"] and "stand-in" in info["banner"] and "NOT live" in info["notice"]
     assert info["user"] == "tester" and info["modes"] == ["auto", "flash", "deep"]
+    assert info["command"] == flags.command() and not info["command"].startswith("python ")
     page = web.client.get("/")
     assert page.status_code == 200 and "/static/app.js" in page.text
     assert web.client.get("/static/app.js").status_code == 200

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from _analyst_app import Worker, serving
-from market_analyst import models, tools
+from market_analyst import flags, models, tools
 from market_analyst.demo_model import DemoModel
 from market_analyst.roles import role_of
 from market_analyst.store import AnalystStore
@@ -31,7 +31,7 @@ from market_analyst.web.app import create_app
 from market_analyst.workflow import Analyst
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from agentloops import ModelRequest, ModelResponse
+from agentloops import ModelError, ModelRequest, ModelResponse
 from agentloops.testing import FunctionModel
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -391,3 +391,23 @@ def test_the_page_works_at_a_phone_s_width(browser, served) -> None:
         for button in ("#approve", "#edit", "#reject"):
             box = page.locator(button).bounding_box()
             assert box is not None and box["x"] + box["width"] <= PHONE, button
+
+
+def test_a_stopped_run_says_how_to_continue_it_with_a_command_that_works(browser, served) -> None:
+    demo = DemoModel()
+
+    def writer_fails(request: ModelRequest) -> ModelResponse:
+        if role_of(request) == "writer":
+            raise ModelError("the server went away")
+        return demo.complete(request)
+
+    tools.configure(latency_scale=0)
+    with pytest.raises(ModelError):
+        Analyst(FunctionModel(writer_fails), served.store).run("Quick snapshot of AMD", "ma-stop")
+    tools.configure(latency_scale=LATENCY)
+    with _tabs(browser) as [page]:
+        _open(page, f"{served.url}#run=ma-stop")
+        expect(page.locator("#run-status")).to_have_text("stopped")
+        expect(page.locator("#run-error")).to_contain_text(
+            f"Continue it with: {flags.command('--resume', 'ma-stop')}"
+        )

@@ -36,6 +36,7 @@ from starlette.staticfiles import StaticFiles
 from market_analyst import tools
 from market_analyst.approve import figures_not_in_evidence
 from market_analyst.demo_model import BANNER
+from market_analyst.flags import command
 from market_analyst.memory import Profile, parse_holdings, parse_tickers
 from market_analyst.models import Clients
 from market_analyst.store import PENDING, PUBLISHED, RUNNING, AnalystStore
@@ -103,6 +104,7 @@ class WebApp:
                 "data_source": tools.settings.source.name,
                 "user": self.user,
                 "modes": ["auto", *MODES],
+                "command": command(),  # the command line, as it runs from the server's cwd
             }
         )
 

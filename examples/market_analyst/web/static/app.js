@@ -22,6 +22,7 @@ const NUMBERS = new Set(["auto_approve_usd", "hard_limit_usd"]);
 
 let current = null; // the run shown: {id, source, record, usage, calls, tools, t0}
 let me = "";
+let command = ""; // this example's command line, as the server would run it
 
 function el(tag, text, className) {
   const node = document.createElement(tag);
@@ -126,7 +127,7 @@ function renderRecord(run) {
       "another process is working on this run.", "error");
   } else if (run.error && run.status === "running") {
     say($("run-error"), `Stopped: ${run.error}. Continue it with: ` +
-      `python examples/market_analyst.py --resume ${run.run_id}`, "error");
+      `${command} --resume ${run.run_id}`, "error");
   }
   const decided = run.decision;
   show($("decide"), run.status === "pending");
@@ -585,6 +586,7 @@ async function init() {
   $("model").className = info.offline ? "model offline" : "model";
   $("notice").textContent = info.notice;
   me = info.user;
+  command = info.command;
   $("by").value = localStorage.getItem("analyst-by") || me;
   $("by").addEventListener("change", () => localStorage.setItem("analyst-by", $("by").value.trim()));
   $("ask").addEventListener("submit", start);

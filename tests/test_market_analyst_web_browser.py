@@ -17,7 +17,7 @@ import shutil
 import struct
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,7 +32,8 @@ from market_analyst.workflow import Analyst
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from agentloops import ModelError, ModelRequest, ModelResponse
-from agentloops.testing import FunctionModel
+from agentloops.events import Delta
+from agentloops.testing import FunctionModel, deltas
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 FLAGS = [
@@ -60,19 +61,29 @@ pytestmark = [
 
 
 class HeldWriter:
-    """The offline model, except that the writer waits while `hold` is set: a test can
-    look at the page in the middle of a run. It waits off the event loop."""
+    """The offline model, streamed in pieces of 16 characters, except that the writer
+    stops after its fourth piece while `release` is clear: a test can look at the page in
+    the middle of a run, with the writer's first words on it. It waits off the event loop."""
 
     def __init__(self) -> None:
         self.demo = DemoModel()
         self.release = threading.Event()
         self.release.set()
-        self.model = FunctionModel(self._answer)
+        self.model = self
 
-    async def _answer(self, request: ModelRequest) -> ModelResponse:
-        if role_of(request) == "writer":
-            await asyncio.to_thread(self.release.wait, 30)
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        return self.demo.complete(request)
+
+    async def acomplete(self, request: ModelRequest) -> ModelResponse:
         return await self.demo.acomplete(request)
+
+    async def astream(self, request: ModelRequest) -> AsyncIterator[Delta | ModelResponse]:
+        response = await self.demo.acomplete(request)
+        for i, delta in enumerate(deltas(response, 16)):
+            if i == 4 and role_of(request) == "writer":
+                await asyncio.to_thread(self.release.wait, 30)
+            yield delta
+        yield response
 
 
 @dataclass
@@ -201,6 +212,29 @@ def test_a_flash_run_streams_and_shows_overlapping_tool_calls(browser, served) -
         expect(page.locator("#run-request")).to_have_text(HOSTILE)
         assert page.evaluate("window.__xss") is None
         assert page.locator("#run script, #run img").count() == 0
+
+
+def test_the_page_shows_who_is_thinking_and_what_the_model_writes_as_it_writes(
+    browser, served
+) -> None:
+    served.model.release.clear()  # the writer stops after its first four pieces
+    with _tabs(browser) as [page]:
+        _open(page, served.url)
+        _ask(page, "Quick snapshot of NVDA")
+        live = page.locator("#model-live")
+        expect(page.locator("#thinking-role")).to_have_text("writer")
+        expect(page.locator("#thinking-state")).to_have_text("is writing…")
+        expect(live).to_have_class(re.compile(r"\bactive\b"))  # the pulse: still writing
+        expect(page.locator("#model-text")).to_have_text(re.compile(r'^\{"'))
+        written = page.locator("#model-text").inner_text()
+        assert len(written) == 4 * 16, written  # exactly what was written so far
+        expect(page.locator("#draft")).to_have_class("markdown muted")  # no draft yet
+
+        served.model.release.set()
+        expect(page.locator("#thinking-role")).to_have_text("evaluator")  # the next call
+        expect(page.locator("#run-status")).to_have_text("pending")
+        expect(live).to_be_hidden()  # the run is over: the draft and verdict say the rest
+        expect(page.locator("#verdict")).to_have_text("pass")
 
 
 def test_a_deep_run_pauses_is_approved_with_an_edit_and_is_archived(

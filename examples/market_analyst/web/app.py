@@ -3,7 +3,8 @@
 `create_app(store, clients)` serves the page (`static/`, plain HTML, CSS and a little
 JavaScript, no build step) and a small JSON API under `/api`. A run started here is
 driven on the server's event loop (`Analyst.aproceed`, the loops' asyncio drivers) and
-watched through server-sent events; it is a journal in `analyst.db` like a command-line
+watched through server-sent events (its model calls streamed into them as they are
+written, when the client can stream); it is a journal in `analyst.db` like a command-line
 run, so either side can decide it, and `AnalystStore.decide` lets the first decision win
 across tabs and processes. A run, decision or trade another process holds is refused
 with 409 and the lease's holder and expiry, which the page shows. The app binds to
@@ -201,10 +202,10 @@ class WebApp:
         run_id = "ma-" + uuid.uuid4().hex[:8]
         live = LiveRun(run_id, views.to_html)
         analyst = Analyst(
-            self.clients.main,
+            live.watch(self.clients.main),
             self.store,
-            planner=self.clients.planner,
-            executor=self.clients.executor,
+            planner=live.watch(self.clients.planner),
+            executor=live.watch(self.clients.executor),
             on_event=live.on_event,
             notify=live.on_stage,
         )

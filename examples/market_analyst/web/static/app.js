@@ -87,6 +87,8 @@ async function openRun(runId) {
   $("plan-note").textContent = "";
   $("timeline").replaceChildren();
   show($("axis"), false);
+  show($("model-live"), false);
+  $("model-text").replaceChildren();
   $("timeline-note").textContent = "";
   $("draft").textContent = "The draft appears when the research is done.";
   $("draft").className = "markdown muted";
@@ -197,9 +199,12 @@ function follow(runId) {
 
 function apply(item) {
   if (item.kind === "tool") return toolItem(item);
+  if (item.kind === "thinking") return thinking(item);
+  if (item.kind === "text") return streamed(item);
   if (item.kind === "model") {
     for (const [key] of KINDS) current.usage[key] = (current.usage[key] || 0) + (item.usage[key] || 0);
     current.calls += 1;
+    answered(item);
     return renderTokens(current.usage, current.calls);
   }
   if (item.kind === "plan") return showPlan(item.loop, item.steps);
@@ -224,12 +229,44 @@ async function finished(item) {
   const runId = current.id;
   if (current.source) current.source.close();
   current.source = null;
+  show($("model-live"), false);
   $("timeline-note").textContent = "";
   layoutTimeline();
   const { ok, data } = await api(`/api/runs/${encodeURIComponent(runId)}`);
   if (ok && current && current.id === runId) renderRecord(data);
   if (item.error && current && current.id === runId) say($("run-error"), item.error, "error");
   refreshRuns();
+}
+
+// -- a model call as it happens: who is thinking, then what it writes -----------------------
+
+function thinking(item) {
+  show($("model-live"), true);
+  $("model-live").classList.add("active");
+  $("thinking-role").textContent = item.role;
+  $("thinking-state").textContent = "is thinking…";
+  $("model-text").replaceChildren();
+}
+
+function streamed(item) {
+  // Text, never HTML: the model's words, reasoning and tool-call arguments as written.
+  $("thinking-role").textContent = item.role;
+  $("thinking-state").textContent = item.part === "thinking" ? "is reasoning…" : "is writing…";
+  const box = $("model-text");
+  const last = box.lastElementChild;
+  if (last && last.dataset.part === item.part) {
+    last.append(item.text);
+  } else {
+    const piece = el("span", item.text, `part-${item.part}`);
+    piece.dataset.part = item.part;
+    box.append(piece);
+  }
+  box.scrollTop = box.scrollHeight;
+}
+
+function answered(item) {
+  $("model-live").classList.remove("active");
+  $("thinking-state").textContent = `answered in ${item.seconds.toFixed(2)} s`;
 }
 
 function showPlan(loop, steps) {

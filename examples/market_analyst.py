@@ -1,4 +1,5 @@
-"""Run the Market Analyst example: `python examples/market_analyst.py "Quick snapshot of NVDA"`.
+"""Run the Market Analyst example:
+`.venv/bin/python examples/market_analyst.py "Quick snapshot of NVDA"`.
 
 The code is in the `market_analyst/` package beside this file (this script's directory
 is first on `sys.path`, and a package wins over a module of the same name).

@@ -5,13 +5,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -101,3 +104,25 @@ class Worker:
         self.proc.wait(10)
         assert self.proc.stdout is not None
         self.proc.stdout.close()
+
+
+@contextlib.contextmanager
+def serving(app: Any) -> Iterator[str]:
+    """`app` served by uvicorn on a free loopback port in a thread of this process; yields
+    its address (the web extra must be installed)."""
+    from market_analyst.web import serve
+
+    sock = serve.bind(0)
+    server = serve.server(app, quiet=True)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 15
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "the app did not start"
+        time.sleep(0.02)
+    try:
+        yield serve.url(sock)
+    finally:
+        server.should_exit = True
+        thread.join(15)
+        sock.close()

@@ -6,18 +6,20 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import httpx
 import pytest
 import respx
-from _analyst_app import answers, make_app
+from _analyst_app import answers, child_env, make_app
 from market_analyst import cli, flags, models
 from market_analyst.approve import CHOICES
 from market_analyst.demo_model import DemoModel
 from market_analyst.roles import role_of
-from market_analyst.store import RUNNING, NoDraftYet
+from market_analyst.store import RUNNING, AnalystStore, NoDraftYet
 
 from agentloops import ModelRequest, ModelResponse
 from agentloops.testing import FunctionModel, respond_structured
@@ -150,7 +152,7 @@ def test_ctrl_c_during_the_run_stops_it_resumably_without_a_traceback(app, capsy
     assert app("Quick snapshot of NVDA", model=FunctionModel(interrupted)) == 130
     record = app.only_run()
     out = capsys.readouterr().out
-    assert f"Interrupted. Everything finished so far is saved: {cli.SCRIPT} --resume" in out
+    assert f"Interrupted. Everything finished so far is saved: {flags.command('--resume')}" in out
     assert record["status"] == RUNNING and record["error"].startswith("KeyboardInterrupt")
     assert app("--resume", record["run_id"], "--offline") == 0
     resumed = app.store.get(record["run_id"])
@@ -380,3 +382,100 @@ def test_the_docs_page_code_runs(tmp_path: Path, monkeypatch, capsys) -> None:
     exec(compile(code, str(DOCS), "exec"), {"__name__": "docs"})
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "deep_research pass" and out[-1] == "ma-0001"
+
+
+# -- what the demo prints ------------------------------------------------------------------
+
+
+def _roles_said(out: str) -> tuple[Counter[str], Counter[str]]:
+    """The roles of the live lines' model calls, and of the usage table's line by role."""
+    live = Counter(re.findall(r"model call \((.+?)\) \d", out))
+    [by_role] = re.findall(r"^by role: (.+)$", out, re.M)
+    counted = Counter({name: int(n) for name, n in (p.rsplit(" ", 1) for p in by_role.split(", "))})
+    return live, counted
+
+
+@pytest.mark.parametrize("request_text", ["Quick snapshot of NVDA", "Tell me about MSFT"])
+def test_the_live_lines_and_the_usage_table_name_each_role_alike(
+    app, capsys, request_text: str
+) -> None:
+    assert app(request_text, "--yes") == 0
+    live, counted = _roles_said(capsys.readouterr().out)
+    assert live == counted, (live, counted)
+    flash = {"router", "ReWOO planner", "ReWOO solver", "writer", "evaluator"}
+    deep = {"router", "planner", "executor", "replanner", "reporter", "writer", "evaluator"}
+    assert set(live) == (flash if "Quick" in request_text else deep)
+
+
+def test_the_trade_part_has_a_heading_and_names_its_model_calls(app, capsys) -> None:
+    assert app("Quick snapshot of GOOGL", "--yes", "--trade", "--budget", "5000") == 0
+    out = capsys.readouterr().out
+    run_id = app.only_run()["run_id"]
+    heading = re.search(rf"^─+ Trade for {run_id} \(simulated\) ─+$", out, re.M)
+    assert heading, out
+    published = out.index(f"Published reports/{run_id}.md")
+    first_call = out.index("model call (trader)")
+    assert published < heading.start() < first_call
+    [trade] = app.store.trades.list()
+    assert app("--approve-trade", trade["trade_id"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(rf"^─+ Trade {trade['trade_id']}: approve ─+$", out, re.M), out
+    assert "model call (trader)" in out
+
+
+def _run_as_printed(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        shlex.split(command),
+        cwd=cwd,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_the_printed_commands_work_as_printed(app, capsys, tmp_path: Path) -> None:
+    demo = DemoModel()
+
+    def interrupted(request: ModelRequest) -> ModelResponse:
+        if role_of(request) == "solver":
+            raise KeyboardInterrupt
+        return demo.complete(request)
+
+    state = ["--state-dir", "my state"]
+    assert app("Quick snapshot of NVDA", *state, model=FunctionModel(interrupted)) == 130
+    [resume] = re.findall(
+        r"Everything finished so far is saved: (.+)$", capsys.readouterr().out, re.M
+    )
+    done = _run_as_printed(resume, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Resuming run" in done.stdout
+
+    assert app("Quick snapshot of GOOGL", "--yes", "--trade", "--budget", "5000", *state) == 0
+    out = capsys.readouterr().out
+    approve, deny = re.findall(r"^  (.+ --(?:approve|deny)-trade .+)$", out, re.M)
+    done = _run_as_printed(approve, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    store = AnalystStore(tmp_path / "my state", tmp_path / "reports")
+    [trade] = [t for t in store.trades.list() if t["status"] != "none"]
+    assert trade["status"] == "executed"
+    assert _run_as_printed(deny, tmp_path).returncode == 1  # already decided: refused
+
+
+def test_the_printed_command_is_relative_from_the_repository_root(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[1]
+    state = ["--state-dir", str(tmp_path / "state"), "--reports-dir", str(tmp_path / "reports")]
+    script = root / "examples" / "market_analyst.py"
+    argv = [sys.executable, str(script), "Quick snapshot of NVDA", "--offline", *state]
+    first = _run_as_printed(shlex.join([*argv, "--latency", "0"]), root)
+    assert first.returncode == 0, first.stderr
+    [approve] = re.findall(r"^  (.+ --approve)$", first.stdout, re.M)
+    interpreter, script_path = shlex.split(approve)[:2]
+    assert Path(root, interpreter).resolve() == Path(sys.executable).resolve(), approve
+    assert Path(root, script_path).resolve() == script
+    if Path(sys.executable).is_relative_to(root):  # make test's .venv: a relative command
+        assert not Path(interpreter).is_absolute() and script_path == "examples/market_analyst.py"
+    done = _run_as_printed(approve, root)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Published" in done.stdout

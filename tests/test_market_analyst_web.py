@@ -20,13 +20,17 @@ from typing import Any
 import httpx
 import pytest
 from _analyst_app import make_app
-from market_analyst import cli, models, tools
+from market_analyst import cli, flags, models, tools
 from market_analyst.demo_model import DemoModel
+from market_analyst.roles import role_of
 from market_analyst.store import AnalystStore
 from market_analyst.web import serve, views
 from market_analyst.web.app import MAX_REQUEST_CHARS, create_app
 from market_analyst.workflow import Analyst
 from starlette.testclient import TestClient
+
+from agentloops import TextDelta
+from agentloops.testing import deltas
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 HOSTILE = "Quick snapshot of NVDA <script>window.__xss=1</script>\n# Heading"
@@ -284,6 +288,112 @@ def test_markdown_is_rendered_without_passing_html_or_script_links_through() -> 
     assert 'href="javascript' not in html
 
 
+def test_table_alignment_is_a_class_not_a_style_attribute_the_policy_would_refuse() -> None:
+    html = views.to_html("| a | b | c |\n|--:|:-:|:--|\n| 1 | 2 | 3 |\n")
+    assert html.count('class="align-right"') == 2 and html.count('class="align-center"') == 2
+    assert html.count('class="align-left"') == 2 and "style=" not in html
+
+
+# -- model calls as they happen -----------------------------------------------------------
+
+
+def _model_calls(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each model call in a feed: its `thinking` item's role, the `text` items that follow
+    it, and the `model` item that ends it (text comes only while a call is open)."""
+    calls: list[dict[str, Any]] = []
+    for item in items:
+        if item["kind"] == "thinking":
+            assert not calls or calls[-1]["done"] is not None, "a call started inside another"
+            calls.append({"role": item["role"], "text": [], "done": None})
+        elif item["kind"] == "text":
+            assert calls and calls[-1]["done"] is None and item["role"] == calls[-1]["role"]
+            calls[-1]["text"].append(item)
+        elif item["kind"] == "model":
+            assert calls and calls[-1]["done"] is None
+            calls[-1]["done"] = item
+    return calls
+
+
+def _written(call: dict[str, Any], part: str = "text") -> str:
+    return "".join(t["text"] for t in call["text"] if t["part"] == part)
+
+
+def test_each_model_call_streams_who_is_thinking_then_what_it_writes(web) -> None:
+    run_id = web.start("Quick snapshot of NVDA")
+    calls = _model_calls(web.feed(run_id))
+    roles = ["router", "ReWOO planner", "ReWOO solver", "writer", "evaluator"]
+    assert [c["role"] for c in calls] == roles
+    assert all(c["done"] is not None and c["text"] for c in calls)
+    record = web.store.get(run_id)
+    assert _written(calls[2]) == record["notes"]  # the solver's answer, as it was written
+    plan = json.loads(_written(calls[1]))  # the planner wrote its plan as JSON
+    assert [s["tool_name"] for s in plan["steps"]] == [e["name"] for e in record["evidence"]]
+
+
+def test_a_step_s_tool_calls_stream_as_they_are_written(web) -> None:
+    calls = _model_calls(web.feed(web.start("Tell me about MSFT")))
+    executor = [c for c in calls if c["role"] == "executor"]
+    assert executor and {c["role"] for c in calls} >= {"planner", "replanner", "reporter"}
+    asked = [_written(c, "tool_call") for c in executor if _written(c, "tool_call")]
+    assert asked and asked[0].startswith("get_stock_snapshot {") and '"MSFT"' in asked[0]
+
+
+class _Pausing:
+    """The stand-in, except that the solver streams 40 pieces at once, pauses, then 40 more
+    (the answer is the stand-in's, whatever the pieces said)."""
+
+    def __init__(self) -> None:
+        self.demo = DemoModel()
+
+    async def acomplete(self, request: Any) -> Any:
+        return await self.demo.acomplete(request)
+
+    async def astream(self, request: Any) -> Any:
+        response = await self.demo.acomplete(request)
+        if role_of(request) == "solver":
+            for i in range(80):
+                if i == 40:
+                    await asyncio.sleep(0.3)
+                yield TextDelta(text=f"{i},")
+        else:
+            for delta in deltas(response):
+                yield delta
+        yield response
+
+
+def _web_on(model: Any, tmp_path: Path) -> TestClient:
+    store = AnalystStore(tmp_path / ".agentloops", tmp_path / "reports")
+    settings = models.ModelSettings(provider="custom", model="test")
+    return TestClient(
+        create_app(store, models.Clients(model, model, model, settings)),
+        base_url="http://127.0.0.1",
+    )
+
+
+def test_streamed_text_is_sent_in_pieces_gathered_over_a_tenth_of_a_second(tmp_path) -> None:
+    with _web_on(_Pausing(), tmp_path) as client:
+        web = Web(client, AnalystStore(tmp_path / ".agentloops", tmp_path / "reports"))
+        calls = _model_calls(web.feed(web.start("Quick snapshot of NVDA")))
+    [solver] = [c for c in calls if c["role"] == "ReWOO solver"]
+    pieces = [t["text"] for t in solver["text"]]
+    assert pieces == ["".join(f"{i}," for i in range(40)), "".join(f"{i}," for i in range(40, 80))]
+
+
+def test_a_client_that_cannot_stream_still_shows_who_is_thinking(tmp_path) -> None:
+    demo = DemoModel()
+
+    class NoStream:  # only `acomplete`
+        async def acomplete(self, request: Any) -> Any:
+            return await demo.acomplete(request)
+
+    with _web_on(NoStream(), tmp_path) as client:
+        web = Web(client, AnalystStore(tmp_path / ".agentloops", tmp_path / "reports"))
+        items = web.feed(web.start("Quick snapshot of NVDA"))
+    calls = _model_calls(items)
+    assert len(calls) == 5 and all(c["done"] is not None and c["text"] == [] for c in calls)
+    assert items[-1]["status"] == "pending"
+
+
 # -- the archive and the profile -------------------------------------------------------------
 
 
@@ -322,6 +432,7 @@ def test_info_names_the_model_and_the_fixture_notice(web) -> None:
     info = web.client.get("/api/info").json()
     assert info["offline"] and "stand-in" in info["banner"] and "NOT live" in info["notice"]
     assert info["user"] == "tester" and info["modes"] == ["auto", "flash", "deep"]
+    assert info["command"] == flags.command() and not info["command"].startswith("python ")
     page = web.client.get("/")
     assert page.status_code == 200 and "/static/app.js" in page.text
     assert web.client.get("/static/app.js").status_code == 200

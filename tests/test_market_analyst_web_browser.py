@@ -17,23 +17,23 @@ import shutil
 import struct
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from _analyst_app import Worker
-from market_analyst import models, tools
+from _analyst_app import Worker, serving
+from market_analyst import flags, models, tools
 from market_analyst.demo_model import DemoModel
 from market_analyst.roles import role_of
 from market_analyst.store import AnalystStore
-from market_analyst.web import serve
 from market_analyst.web.app import create_app
 from market_analyst.workflow import Analyst
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from agentloops import ModelRequest, ModelResponse
-from agentloops.testing import FunctionModel
+from agentloops import ModelError, ModelRequest, ModelResponse
+from agentloops.events import Delta
+from agentloops.testing import FunctionModel, deltas
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 FLAGS = [
@@ -61,19 +61,29 @@ pytestmark = [
 
 
 class HeldWriter:
-    """The offline model, except that the writer waits while `hold` is set: a test can
-    look at the page in the middle of a run. It waits off the event loop."""
+    """The offline model, streamed in pieces of 16 characters, except that the writer
+    stops after its fourth piece while `release` is clear: a test can look at the page in
+    the middle of a run, with the writer's first words on it. It waits off the event loop."""
 
     def __init__(self) -> None:
         self.demo = DemoModel()
         self.release = threading.Event()
         self.release.set()
-        self.model = FunctionModel(self._answer)
+        self.model = self
 
-    async def _answer(self, request: ModelRequest) -> ModelResponse:
-        if role_of(request) == "writer":
-            await asyncio.to_thread(self.release.wait, 30)
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        return self.demo.complete(request)
+
+    async def acomplete(self, request: ModelRequest) -> ModelResponse:
         return await self.demo.acomplete(request)
+
+    async def astream(self, request: ModelRequest) -> AsyncIterator[Delta | ModelResponse]:
+        response = await self.demo.acomplete(request)
+        for i, delta in enumerate(deltas(response, 16)):
+            if i == 4 and role_of(request) == "writer":
+                await asyncio.to_thread(self.release.wait, 30)
+            yield delta
+        yield response
 
 
 @dataclass
@@ -99,7 +109,7 @@ def served(tmp_path: Path) -> Iterator[Served]:
     clients = models.Clients(held.model, held.model, held.model, settings)
     tools.configure(latency_scale=LATENCY, ledger_path=tmp_path / "ledger.jsonl")
     try:
-        with _running(create_app(store, clients, user="tester")) as url:
+        with serving(create_app(store, clients, user="tester")) as url:
             yield Served(url, store, held)
     finally:
         held.release.set()
@@ -107,37 +117,26 @@ def served(tmp_path: Path) -> Iterator[Served]:
 
 
 @contextlib.contextmanager
-def _running(app: object) -> Iterator[str]:
-    sock = serve.bind(0)
-    server = serve.server(app, quiet=True)  # type: ignore[arg-type]
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 15
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the app did not start"
-        time.sleep(0.02)
-    try:
-        yield serve.url(sock)
-    finally:
-        server.should_exit = True
-        thread.join(15)
-        sock.close()
-
-
-@contextlib.contextmanager
-def _tabs(browser: Browser, count: int = 1) -> Iterator[list[Page]]:
-    """`count` tabs of one browser window; no script error may happen in any of them."""
-    context = browser.new_context(viewport={"width": 1360, "height": 900})
+def _tabs(browser: Browser, count: int = 1, width: int = 1360) -> Iterator[list[Page]]:
+    """`count` tabs of one browser window; no script error may happen in any of them, and
+    nothing the page does may break its Content-Security-Policy."""
+    context = browser.new_context(viewport={"width": width, "height": 900})
     context.set_default_timeout(20_000)
     errors: list[str] = []
     pages = [context.new_page() for _ in range(count)]
     for page in pages:
         page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.on("console", lambda message: _refused(message.text, errors))
     try:
         yield pages
     finally:
         context.close()
     assert errors == []
+
+
+def _refused(text: str, errors: list[str]) -> None:
+    if "Content Security Policy" in text:
+        errors.append(text)
 
 
 def _open(page: Page, url: str) -> None:
@@ -213,6 +212,29 @@ def test_a_flash_run_streams_and_shows_overlapping_tool_calls(browser, served) -
         expect(page.locator("#run-request")).to_have_text(HOSTILE)
         assert page.evaluate("window.__xss") is None
         assert page.locator("#run script, #run img").count() == 0
+
+
+def test_the_page_shows_who_is_thinking_and_what_the_model_writes_as_it_writes(
+    browser, served
+) -> None:
+    served.model.release.clear()  # the writer stops after its first four pieces
+    with _tabs(browser) as [page]:
+        _open(page, served.url)
+        _ask(page, "Quick snapshot of NVDA")
+        live = page.locator("#model-live")
+        expect(page.locator("#thinking-role")).to_have_text("writer")
+        expect(page.locator("#thinking-state")).to_have_text("is writing…")
+        expect(live).to_have_class(re.compile(r"\bactive\b"))  # the pulse: still writing
+        expect(page.locator("#model-text")).to_have_text(re.compile(r'^\{"'))
+        written = page.locator("#model-text").inner_text()
+        assert len(written) == 4 * 16, written  # exactly what was written so far
+        expect(page.locator("#draft")).to_have_class("markdown muted")  # no draft yet
+
+        served.model.release.set()
+        expect(page.locator("#thinking-role")).to_have_text("evaluator")  # the next call
+        expect(page.locator("#run-status")).to_have_text("pending")
+        expect(live).to_be_hidden()  # the run is over: the draft and verdict say the rest
+        expect(page.locator("#verdict")).to_have_text("pass")
 
 
 def test_a_deep_run_pauses_is_approved_with_an_edit_and_is_archived(
@@ -345,3 +367,81 @@ def test_a_run_another_process_holds_shows_who_and_its_approval_waits_for_the_le
             expect(page.locator("#decision")).to_contain_text(f"Published {run_id}")
     finally:
         holder.kill()
+
+
+def test_the_page_s_policy_blocks_an_injected_script_and_style(browser, served) -> None:
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        refused: list[str] = []
+        page.on("console", lambda message: _refused(message.text, refused))
+        _open(page, served.url)
+        page.evaluate(
+            """() => {
+                const script = document.createElement("script");
+                script.textContent = "window.__ran = 1";
+                document.body.append(script);
+                const styled = document.createElement("div");
+                styled.setAttribute("style", "color: red");
+                document.body.append(styled);
+            }"""
+        )
+        assert page.evaluate("window.__ran") is None
+        deadline = time.monotonic() + 5  # the console reports come after the script returns
+        while len(refused) < 2 and time.monotonic() < deadline:
+            page.wait_for_timeout(50)
+        assert len(refused) == 2, refused
+        assert "script-src 'self'" in refused[0] and "style-src 'self'" in refused[1]
+    finally:
+        context.close()
+
+
+PHONE = 420  # CSS pixels: a phone held upright
+
+
+def _fits(page: Page) -> None:
+    """Nothing on the page is wider than the phone: no sideways scrolling."""
+    widest = page.evaluate("document.documentElement.scrollWidth")
+    assert widest <= PHONE, f"the page is {widest} px wide at {PHONE}"
+
+
+def test_the_page_works_at_a_phone_s_width(browser, served) -> None:
+    with _tabs(browser, width=PHONE) as [page]:
+        _open(page, served.url)
+        _fits(page)
+        request = page.locator("#request").bounding_box()
+        assert request is not None and request["width"] >= PHONE * 0.7, request
+        for control in ("#mode", "#run-button"):
+            box = page.locator(control).bounding_box()
+            assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= PHONE
+        _ask(page, "Investment thesis and strategic risks for MSFT")
+        expect(page.locator("#run-status")).to_have_text("pending")
+        expect(page.locator("#verdict")).to_have_text("pass")
+        _fits(page)
+        tracks = page.locator("#timeline .tl-track").evaluate_all(
+            "tracks => tracks.map(t => t.getBoundingClientRect().width)"
+        )
+        assert len(tracks) >= 4 and min(tracks) >= PHONE / 3, tracks  # the bars have room
+        for button in ("#approve", "#edit", "#reject"):
+            box = page.locator(button).bounding_box()
+            assert box is not None and box["x"] + box["width"] <= PHONE, button
+
+
+def test_a_stopped_run_says_how_to_continue_it_with_a_command_that_works(browser, served) -> None:
+    demo = DemoModel()
+
+    def writer_fails(request: ModelRequest) -> ModelResponse:
+        if role_of(request) == "writer":
+            raise ModelError("the server went away")
+        return demo.complete(request)
+
+    tools.configure(latency_scale=0)
+    with pytest.raises(ModelError):
+        Analyst(FunctionModel(writer_fails), served.store).run("Quick snapshot of AMD", "ma-stop")
+    tools.configure(latency_scale=LATENCY)
+    with _tabs(browser) as [page]:
+        _open(page, f"{served.url}#run=ma-stop")
+        expect(page.locator("#run-status")).to_have_text("stopped")
+        expect(page.locator("#run-error")).to_contain_text(
+            f"Continue it with: {flags.command('--resume', 'ma-stop')}"
+        )

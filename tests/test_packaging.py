@@ -62,8 +62,46 @@ def test_the_core_needs_pydantic_and_httpx_only_and_sdks_are_extras(wheel: Path)
         return [project(r) for r in requires if f"extra == '{name}'" in r]
 
     assert extra("anthropic") == ["anthropic"]
+    assert extra("sse") == ["httpx-sse"]
+    # `openai`, the old name of `sse` (it never installed the OpenAI SDK), installs the same
+    # (hatchling writes the self-reference out as the packages themselves)
     assert extra("openai") == ["httpx-sse"]
-    assert {"anthropic", "openai", "examples", "chart", "dev"} <= set(fields["Provides-Extra"])
+    assert {"anthropic", "sse", "openai", "examples", "chart", "dev"} <= set(
+        fields["Provides-Extra"]
+    )
+
+
+def test_the_wheel_carries_the_mit_license(wheel: Path) -> None:
+    names, fields = metadata(wheel)
+    assert fields["License-Expression"] == ["MIT"]
+    [carried] = [n for n in names if n.endswith(".dist-info/licenses/LICENSE")]
+    with zipfile.ZipFile(wheel) as archive:
+        text = archive.read(carried).decode()
+    assert text == (ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert (
+        text.startswith("MIT License\n") and "Permission is hereby granted, free of charge" in text
+    )
+
+
+def test_the_docs_extras_table_names_every_extra_and_what_it_installs(wheel: Path) -> None:
+    _, fields = metadata(wheel)
+    page = (ROOT / "docs" / "index.md").read_text(encoding="utf-8")
+    table = page[page.index("| extra | adds | for |") :].split("\n\n", 1)[0]
+    rows = [line.split(" | ") for line in table.splitlines()[2:]]
+    documented = {name for cells in rows for name in re.findall(r"`([\w-]+)`", cells[0])}
+    assert documented == set(fields["Provides-Extra"])
+    for cells in rows:
+        names = re.findall(r"`([\w-]+)`", cells[0])
+        if len(names) != 1:
+            continue  # dev, docs, bench: one row for working on agentloops itself
+        [name] = names
+        wanted = {
+            project(r)
+            for r in fields["Requires-Dist"]
+            if f"extra == '{name}'" in r and not r.startswith("agentloops-kit")
+        }
+        adds = cells[1].lower().replace("_", "-")
+        assert all(w.lower() in adds for w in wanted), (name, wanted, cells[1])
 
 
 def project(requirement: str) -> str:

@@ -38,14 +38,14 @@ DEFAULT_MAX_TOKENS = 1024
 without one generates until its context is full, and keeps going after we give up."""
 
 _MAX_ECHO = 4096
-_SSE_EXTRA = "pip install 'agentloops-kit[openai]'"
+_SSE_EXTRA = "pip install 'agentloops-kit[sse]'"
 
 
 class OpenAICompatModel:
     """A `ModelClient` for any server that speaks OpenAI's Chat Completions.
 
     It implements `complete`, `acomplete`, `stream` and `astream` (streaming needs the
-    `openai` extra: `pip install 'agentloops-kit[openai]'`).
+    `sse` extra, httpx-sse: `pip install 'agentloops-kit[sse]'`).
 
     Args:
         base_url: up to and including `/v1`, e.g. `http://localhost:11434/v1` (Ollama),

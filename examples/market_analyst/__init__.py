@@ -7,5 +7,5 @@ outputs); a code check and a fresh-context evaluator vote on it; a person approv
 edits or rejects before anything is published. An investor profile and the archive of
 published reports (full-text searchable) live in the same SQLite file as the runs.
 Tools read a fixture data set (not live market data). Run it as
-`python examples/market_analyst.py "Quick snapshot of NVDA"`.
+`.venv/bin/python examples/market_analyst.py "Quick snapshot of NVDA"`.
 """

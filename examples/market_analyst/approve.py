@@ -91,7 +91,8 @@ def approval(
         try:
             decision = _prompt(console, record, ask)
         except (KeyboardInterrupt, EOFError) as stop:
-            console.print(line(f"\nLeft {run_id} pending. Decide later with: {hint}"))
+            said = line(f"\nLeft {run_id} pending. Decide later with: {hint}")
+            console.print(said, soft_wrap=True)  # a command stays on one line
             return 130 if isinstance(stop, KeyboardInterrupt) else 0
     if decision is None:
         console.print(
@@ -99,7 +100,8 @@ def approval(
                 f"Run {run_id} is waiting for approval. Decide later with:\n"
                 f"  {hint} --approve\n  {hint} --reject\n"
                 f"  {hint} --edit        (edit in $EDITOR, then publish)"
-            )
+            ),
+            soft_wrap=True,  # each command stays on one line, as it can be pasted
         )
         return 0
     approve, via, edited = decision

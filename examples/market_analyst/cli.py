@@ -1,11 +1,11 @@
 """The command line: pick the models, run the graph with a live view, then ask a person.
 
-python examples/market_analyst.py "Quick snapshot of NVDA"
-python examples/market_analyst.py "Tell me about MSFT" --mode flash --yes
-python examples/market_analyst.py --resume RUN_ID --approve
-python examples/market_analyst.py --profile --risk-tolerance low --holdings NVDA=10
-python examples/market_analyst.py --search "export rules"
-python examples/market_analyst.py --web       # the web app on 127.0.0.1 (the `web` extra)
+.venv/bin/python examples/market_analyst.py "Quick snapshot of NVDA"
+.venv/bin/python examples/market_analyst.py "Tell me about MSFT" --mode flash --yes
+.venv/bin/python examples/market_analyst.py --resume RUN_ID --approve
+.venv/bin/python examples/market_analyst.py --profile --risk-tolerance low --holdings NVDA=10
+.venv/bin/python examples/market_analyst.py --search "export rules"
+.venv/bin/python examples/market_analyst.py --web       # the web app on 127.0.0.1 (the `web` extra)
 
 A run, a decision or a trade another process is working on is refused with one line
 naming the holder of its lease and until when, and exit status 75 (`journal.LEASED`).
@@ -14,7 +14,6 @@ naming the holder of its lease and until when, and exit status 75 (`journal.LEAS
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 import uuid
 from typing import Any
@@ -29,7 +28,7 @@ from market_analyst import browse, journal, models, tools, trade_cli
 from market_analyst.approve import Ask, approval, who
 from market_analyst.demo_model import BANNER
 from market_analyst.display import RunView, line, usage_table, verdict_panel
-from market_analyst.flags import REPORTS_DIR, SCRIPT, STATE_DIR, parse_args
+from market_analyst.flags import command_for, parse_args
 from market_analyst.layout import OldStateFile
 from market_analyst.prompts import FLASH
 from market_analyst.sources import MissingExtra, live_source
@@ -39,12 +38,7 @@ from market_analyst.workflow import Analyst
 
 def resume_command(args: argparse.Namespace, run_id: str) -> str:
     """The whole command that continues `run_id`, with the state directories if moved."""
-    parts = [SCRIPT, "--resume", run_id]
-    if args.state_dir != STATE_DIR:
-        parts += ["--state-dir", shlex.quote(str(args.state_dir))]
-    if args.reports_dir != REPORTS_DIR:
-        parts += ["--reports-dir", shlex.quote(str(args.reports_dir))]
-    return " ".join(parts)
+    return command_for(args, "--resume", run_id)
 
 
 def main(
@@ -146,10 +140,10 @@ def _main(
     run_id = args.resume or "ma-" + uuid.uuid4().hex[:8]
     view = RunView(console)
     analyst = Analyst(
-        clients.main,
+        view.watch(clients.main),
         store,
-        planner=clients.planner,
-        executor=clients.executor,
+        planner=view.watch(clients.planner),
+        executor=view.watch(clients.executor),
         on_event=view,
         notify=lambda stage, record: show_stage(console, stage, record),
     )
@@ -173,11 +167,15 @@ def _main(
         raise
     except AgentLoopsError as exc:
         console.print(line((f"The run stopped: {type(exc).__name__}: {exc}", "red")))
-        console.print(line(f"Everything finished so far is saved. Continue with: {hint}"))
+        console.print(
+            line(f"Everything finished so far is saved. Continue with: {hint}"), soft_wrap=True
+        )
         console.print(line(f"(it continues on the same model: {clients.settings.describe()})"))
         return 1
     except KeyboardInterrupt:
-        console.print(line(f"\nInterrupted. Everything finished so far is saved: {hint}"))
+        console.print(
+            line(f"\nInterrupted. Everything finished so far is saved: {hint}"), soft_wrap=True
+        )
         return 130
     show_outcome(console, record)
     code = approval(console, store, record, args, ask, hint)

@@ -2,7 +2,9 @@
 
 `RunView` is an event sink. Tool calls print as they start and finish, stamped with
 seconds since the run began, so calls that overlap (the ReWOO worker's parallel steps,
-the parallel calls of one ReAct turn) are visible as overlapping times.
+the parallel calls of one ReAct turn) are visible as overlapping times. Model calls print
+as they finish, named by their role, from the clients it watches (`RunView.watch`): the
+names the usage table uses too (`roles.label`).
 
 Requests, tickers, tool outputs and model text are data, never rich markup: they go on
 screen as `Text`, so "[link=...]" or "[/]" in them shows as typed and cannot break a run.
@@ -13,14 +15,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from agentloops import (
     Event,
-    ModelCallFinished,
+    ModelClient,
     PlanMade,
     Replanned,
     StepFinished,
@@ -29,6 +31,8 @@ from agentloops import (
     ToolCallStarted,
     Usage,
 )
+from market_analyst.roles import in_order, label
+from market_analyst.watch import CallFinished, Note, Watched
 
 
 def _args(args: dict[str, Any]) -> str:
@@ -41,12 +45,29 @@ def line(*parts: str | tuple[str, str]) -> Text:
 
 
 class RunView:
-    """Prints events as they arrive (rich's console print is thread-safe)."""
+    """Prints events as they arrive (rich's console print is thread-safe), and the model
+    calls of the clients it `watch`es."""
 
     def __init__(self, console: Console):
         self.console = console
         self.started = time.perf_counter()
         self._ran: set[str] = set()  # ReWOO steps whose tool call was shown
+
+    def watch(self, model: ModelClient) -> ModelClient:
+        """`model`, with each call it finishes printed, named by its role."""
+        return Watched(model, self._model_call)
+
+    def _model_call(self, note: Note) -> None:
+        if isinstance(note, CallFinished):
+            u = note.response.usage
+            self.console.print(
+                line(
+                    (f"{time.perf_counter() - self.started:6.2f}s ", "dim"),
+                    ("◆", "magenta"),
+                    f" model call ({label(note.role)}) {note.seconds:.2f}s, "
+                    f"{u.total_input_tokens:,} in / {u.output_tokens:,} out",
+                )
+            )
 
     def __call__(self, event: Event) -> None:
         t = (f"{event.at - self.started:6.2f}s ", "dim")
@@ -54,17 +75,7 @@ class RunView:
         call_id = getattr(event, "call_id", "")
         step = f"{call_id} " if event.loop == "rewoo" and call_id else ""
         show = self.console.print
-        if isinstance(event, ModelCallFinished):
-            u = event.usage
-            show(
-                line(
-                    t,
-                    ("◆", "magenta"),
-                    f" model call ({event.loop}) {event.seconds:.2f}s, "
-                    f"{u.total_input_tokens:,} in / {u.output_tokens:,} out",
-                )
-            )
-        elif isinstance(event, ToolCallStarted):
+        if isinstance(event, ToolCallStarted):
             show(line(t, ("  ▶ ", "cyan"), f"{step}{event.name}({_args(event.args)})"))
         elif isinstance(event, ToolCallFinished):
             self._ran.add(event.call_id)
@@ -107,15 +118,12 @@ def plan_table(plan: Any) -> Table:
     return table
 
 
-def usage_table(usage: Usage, calls_by_role: dict[str, int]) -> Table:
-    """Tokens split the way prompt caching bills them, and the model calls by role."""
-    roles = ", ".join(f"{role} {n}" for role, n in sorted(calls_by_role.items()))
-    table = Table(
-        title="Model usage",
-        title_justify="left",
-        caption=Text(f"by role: {roles}"),
-        caption_justify="left",
-    )
+def usage_table(usage: Usage, calls_by_role: dict[str, int]) -> Group:
+    """Tokens split the way prompt caching bills them, then a line of the model calls by
+    role, in the order the graph makes them (a line: a caption would wrap at the table's
+    width)."""
+    roles = ", ".join(f"{label(r)} {calls_by_role[r]}" for r in in_order(calls_by_role))
+    table = Table(title="Model usage", title_justify="left")
     for column in ("uncached input", "cache read", "cache write", "output", "model calls"):
         table.add_column(column, justify="right")
     table.add_row(
@@ -125,7 +133,7 @@ def usage_table(usage: Usage, calls_by_role: dict[str, int]) -> Table:
         f"{usage.output_tokens:,}",
         str(sum(calls_by_role.values())),
     )
-    return table
+    return Group(table, Text(f"by role: {roles}"))
 
 
 def verdict_panel(verdict: str, reasons: list[str]) -> Panel:

@@ -7,6 +7,8 @@
 from __future__ import annotations
 
 import argparse
+import shlex
+import sys
 from pathlib import Path
 from typing import get_args
 
@@ -14,8 +16,36 @@ from market_analyst import browse
 from market_analyst.journal import LEASE_TTL
 from market_analyst.memory import Profile
 
-SCRIPT = "python examples/market_analyst.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "market_analyst.py"
 STATE_DIR, REPORTS_DIR = Path(".agentloops"), Path("reports")
+
+
+def command(*argv: str) -> str:
+    """This script's command line, as it works pasted into a shell here: the interpreter
+    running now and the script, each relative to the current directory when it lies under
+    it (from the repository's root: `.venv/bin/python examples/market_analyst.py`), else
+    absolute; then `argv`, quoted."""
+    here = Path.cwd().resolve()
+
+    def shown(path: Path) -> str:
+        absolute = path if path.is_absolute() else here / path
+        if not absolute.is_relative_to(here):
+            return str(absolute)
+        relative = str(absolute.relative_to(here))
+        return relative if "/" in relative else f"./{relative}"  # never looked up on PATH
+
+    program = [shown(Path(sys.executable)), shown(SCRIPT)]
+    return " ".join(shlex.quote(part) for part in [*program, *argv])
+
+
+def command_for(args: argparse.Namespace, *argv: str) -> str:
+    """`command(*argv)` with this run's state and reports directories, when moved."""
+    moved = []
+    if args.state_dir != STATE_DIR:
+        moved += ["--state-dir", str(args.state_dir)]
+    if args.reports_dir != REPORTS_DIR:
+        moved += ["--reports-dir", str(args.reports_dir)]
+    return command(*argv, *moved)
 
 
 def _not_negative(text: str) -> float:
@@ -57,7 +87,7 @@ def _port(text: str) -> int:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog=SCRIPT,
+        prog=command(),
         description="Market Analyst: route, research, write, evaluate; a person approves.",
     )
     p.add_argument("request", nargs="?", help='e.g. "Quick snapshot of NVDA"')

@@ -1,12 +1,14 @@
-"""Which part of the system sent a model request, read from the request itself.
+"""Which part of the system sent a model request, read from the request itself, and
+the one name each role goes by on screen.
 
-The usage meter counts calls per role with it, and the offline stand-in model decides
-what to answer with it.
+The usage meter counts calls per role with it, the live views name each model call with
+it, and the offline stand-in model decides what to answer with it.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from agentloops import ModelRequest
 
@@ -49,3 +51,19 @@ def role_of(request: ModelRequest) -> str:
     if request.output is not None:
         return _SCHEMAS.get(request.output.name, "structured:" + request.output.name)
     return "agent" if request.tools else "text"
+
+
+_LABELS = {"rewoo_planner": "ReWOO planner", "solver": "ReWOO solver"}
+_ORDER = ["router", "rewoo_planner", "solver", "planner", "executor", "replanner", "reporter"]
+_ORDER += ["writer", "evaluator", "trader"]
+
+
+def label(role: str) -> str:
+    """A role as the command line and the page name it, in the live lines and the usage
+    table alike ("rewoo_planner" -> "ReWOO planner"); records keep the role itself."""
+    return _LABELS.get(role, role)
+
+
+def in_order(roles: Iterable[str]) -> list[str]:
+    """`roles` in the order the graph calls them (unknown ones last, alphabetically)."""
+    return sorted(roles, key=lambda r: (_ORDER.index(r) if r in _ORDER else len(_ORDER), r))

@@ -24,7 +24,7 @@ from agentloops import AgentLoopsError, ModelClient, RunLeased
 from market_analyst import journal, models
 from market_analyst.approve import Ask, who
 from market_analyst.display import RunView, line
-from market_analyst.flags import SCRIPT
+from market_analyst.flags import command_for
 from market_analyst.store import PUBLISHED, AnalystStore
 from market_analyst.trades import (
     APPLYING,
@@ -74,8 +74,9 @@ def offer(
             console.print(
                 line(
                     f"The report recommends {what}. Propose a simulated trade with:\n"
-                    f"  {SCRIPT} --resume {run_id} --trade [--budget USD]"
-                )
+                    f"  {command_for(args, '--resume', run_id, '--trade')} [--budget USD]"
+                ),
+                soft_wrap=True,  # the command stays on one line
             )
             return 0
         try:
@@ -85,8 +86,10 @@ def offer(
         if answer.strip().lower() not in ("y", "yes"):
             return 0
     journal.refuse_if_held(store.runs, trade_id_for(run_id))  # before a model is started
+    console.rule(Text(f"Trade for {run_id} (simulated)"))
     try:
-        trader = Trader(model_for(record), store, on_event=RunView(console))
+        view = RunView(console)
+        trader = Trader(view.watch(model_for(record)), store, on_event=view)
         trade, new = trader.propose(run_id, by=who(args), budget_usd=args.budget)
     except RunLeased:
         raise  # the command line says who holds it
@@ -112,10 +115,11 @@ def _decide_now(
     trade_id = trade["trade_id"]
     later = (
         f"Trade {trade_id} waits for a person. Decide with:\n"
-        f"  {SCRIPT} --approve-trade {trade_id}\n  {SCRIPT} --deny-trade {trade_id}"
+        f"  {command_for(args, '--approve-trade', trade_id)}\n"
+        f"  {command_for(args, '--deny-trade', trade_id)}"
     )
     if ask is None:
-        console.print(line(later))
+        console.print(line(later), soft_wrap=True)
         return 0
     while True:
         try:
@@ -124,7 +128,7 @@ def _decide_now(
             answer = "l"
         answer = answer.strip().lower()
         if answer in ("", "l", "later"):
-            console.print(line(later))
+            console.print(line(later), soft_wrap=True)
             return 0
         if answer in ("y", "yes", "n", "no"):
             return _apply(console, store, trade_id, answer[0] == "y", args, "prompt", model_for)
@@ -155,7 +159,9 @@ def _apply(
         changed = False
         if trade["status"] in OPEN:  # else: refused below, without starting a model
             model = model_for(store.get(trade["run_id"]))
-            trader = Trader(model, store, on_event=RunView(console))
+            console.rule(Text(f"Trade {trade_id}: {'approve' if approve else 'deny'}"))
+            view = RunView(console)
+            trader = Trader(view.watch(model), store, on_event=view)
             trade, changed = trader.decide(trade_id, approve, by=who(args), via=via)
         elif trade.get("decision") is None:
             raise NotWaiting(f"trade {trade_id} is {trade['status']}: no decision is waiting")

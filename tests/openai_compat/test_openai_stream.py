@@ -319,7 +319,7 @@ async def test_closing_the_stream_early_closes_the_http_response(server, model, 
 
 async def test_without_httpx_sse_streaming_names_the_extra(server, model, way, monkeypatch):
     monkeypatch.setitem(sys.modules, "httpx_sse", None)
-    with pytest.raises(ConfigurationError, match=r"pip install 'agentloops-kit\[openai\]'"):
+    with pytest.raises(ConfigurationError, match=r"pip install 'agentloops-kit\[sse\]'"):
         await drain(model, ask(), way)
     assert server.call_count == 0
 

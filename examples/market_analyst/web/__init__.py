@@ -1,4 +1,4 @@
-"""The Market Analyst web app: `python examples/market_analyst.py --web` (or `make web`).
+"""The Market Analyst web app: `.venv/bin/python examples/market_analyst.py --web` (or `make web`).
 
 A Starlette app (`app.create_app`) over the command line's store, with live runs on the
 server's event loop (`live`), their events turned into a feed for the page (`feed`)

@@ -3,13 +3,15 @@
 `create_app(store, clients)` serves the page (`static/`, plain HTML, CSS and a little
 JavaScript, no build step) and a small JSON API under `/api`. A run started here is
 driven on the server's event loop (`Analyst.aproceed`, the loops' asyncio drivers) and
-watched through server-sent events; it is a journal in `analyst.db` like a command-line
+watched through server-sent events (its model calls streamed into them as they are
+written, when the client can stream); it is a journal in `analyst.db` like a command-line
 run, so either side can decide it, and `AnalystStore.decide` lets the first decision win
 across tabs and processes. A run, decision or trade another process holds is refused
 with 409 and the lease's holder and expiry, which the page shows. The app binds to
 loopback only and refuses requests whose Host or Origin is not this machine's, and bodies
 that are not JSON, so another web site open in the same browser cannot start or decide
-runs.
+runs; bodies are capped before they are read (`guard`), and every answer carries a
+Content-Security-Policy (`policy`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from starlette.staticfiles import StaticFiles
 from market_analyst import tools
 from market_analyst.approve import figures_not_in_evidence
 from market_analyst.demo_model import BANNER
+from market_analyst.flags import command
 from market_analyst.memory import Profile, parse_holdings, parse_tickers
 from market_analyst.models import Clients
 from market_analyst.store import PENDING, PUBLISHED, RUNNING, AnalystStore
@@ -42,6 +45,7 @@ from market_analyst.trading import TRADABLE
 from market_analyst.web import views
 from market_analyst.web.guard import BadInput, error, guarded, json_body, text_field
 from market_analyst.web.live import LiveRun, LiveRuns
+from market_analyst.web.policy import SecurityHeaders
 from market_analyst.web.trade_api import TradeAPI, trade_view
 from market_analyst.workflow import MODES, Analyst
 
@@ -101,6 +105,7 @@ class WebApp:
                 "data_source": tools.settings.source.name,
                 "user": self.user,
                 "modes": ["auto", *MODES],
+                "command": command(),  # the command line, as it runs from the server's cwd
             }
         )
 
@@ -197,10 +202,10 @@ class WebApp:
         run_id = "ma-" + uuid.uuid4().hex[:8]
         live = LiveRun(run_id, views.to_html)
         analyst = Analyst(
-            self.clients.main,
+            live.watch(self.clients.main),
             self.store,
-            planner=self.clients.planner,
-            executor=self.clients.executor,
+            planner=live.watch(self.clients.planner),
+            executor=live.watch(self.clients.executor),
             on_event=live.on_event,
             notify=live.on_stage,
         )
@@ -290,5 +295,8 @@ def create_app(
     return Starlette(
         routes=web.routes(),
         lifespan=web.lifespan,
-        middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))],
+        middleware=[
+            Middleware(SecurityHeaders),
+            Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts)),
+        ],
     )

@@ -3,8 +3,10 @@ JSON-ready dicts, each stamped `t`, seconds since the run started in this server
 
 A tool call is two items (`tool` with `phase` "start", then "end") sharing a `key`, so
 the page can draw each call from its start to its finish on one time line and calls
-that overlap show as overlapping bars. Everything a model or a person wrote travels as
-plain strings; the page puts them on screen as text.
+that overlap show as overlapping bars. A model call is a `thinking` item when it starts
+(naming its role), `text` items with what it writes as it streams, gathered into pieces
+(`text` then `flush`), and a `model` item with its usage when it is done. Everything a
+model or a person wrote travels as plain strings; the page puts them on screen as text.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from agentloops import (
     ToolCallFinished,
     ToolCallStarted,
 )
+from market_analyst.roles import label
+from market_analyst.watch import CallText
 
 Item = dict[str, Any]
 
@@ -35,6 +39,8 @@ class Feed:
     def __init__(self, started: float | None = None):
         self.started = time.perf_counter() if started is None else started
         self._step = ""  # the Plan-and-Execute step whose tool calls are arriving
+        self._text: list[str] = []  # streamed text not yet sent, all of one role and part
+        self._text_of: tuple[str, str] = ("", "")
 
     def since(self, at: float | None = None) -> float:
         """Seconds from the run's start to `at` (a `perf_counter` reading; default now)."""
@@ -90,6 +96,27 @@ class Feed:
             }
         self._step = ""
         return {"kind": "step", "t": t, "phase": "end", "id": event.step_id, "ok": event.ok}
+
+    def thinking(self, role: str) -> Item:
+        """A model call started: the page shows who is thinking until its `model` item."""
+        return {"kind": "thinking", "t": self.since(), "role": label(role)}
+
+    def text(self, piece: CallText) -> Item | None:
+        """Gathers a piece of streamed text; returns what was gathered before it when the
+        piece is another role's or another part ("text", "thinking", "tool_call")."""
+        of = (label(piece.role), piece.part)
+        done = self.flush() if self._text and of != self._text_of else None
+        self._text_of = of
+        self._text.append(piece.text)
+        return done
+
+    def flush(self) -> Item | None:
+        """The text gathered so far as one item, or None if there is none."""
+        if not self._text:
+            return None
+        role, part = self._text_of
+        text, self._text = "".join(self._text), []
+        return {"kind": "text", "t": self.since(), "role": role, "part": part, "text": text}
 
     def stage(self, stage: str, record: dict[str, Any], **extra: Any) -> Item:
         """An item for one of the analyst's stages ("route", "draft", "verdict")."""

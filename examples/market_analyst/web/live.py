@@ -1,11 +1,14 @@
 """Runs this server drives on its event loop, each with the feed a page follows.
 
 A run is `Analyst.aproceed` in an asyncio task: the loops' asyncio drivers hand every
-event to the run's sink, which turns it into a feed item. The feed is kept whole while
-the server lives, so a page that opens (or reconnects to) a run sees it from the start;
-any number of pages can follow one run. Every item is added through the event loop's
-`call_soon_threadsafe` (first in, first out), whichever thread made it, so the feed
-keeps the order the events and stages happened in, and the `end` item comes last.
+event to the run's sink, which turns it into a feed item, and the run's model clients
+are watched (`LiveRun.watch`): each call's start and, as the model streams it, its text.
+Text is sent in pieces gathered over `TEXT_EVERY` seconds, not one item per token. The
+feed is kept whole while the server lives, so a page that opens (or reconnects to) a run
+sees it from the start; any number of pages can follow one run. Every item is added
+through the event loop's `call_soon_threadsafe` (first in, first out), whichever thread
+made it, so the feed keeps the order the events and stages happened in (text gathered
+so far goes out before any other item), and the `end` item comes last.
 """
 
 from __future__ import annotations
@@ -15,12 +18,16 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from agentloops import Event
+from agentloops import Event, ModelClient
 from market_analyst.store import RUNNING
+from market_analyst.watch import CallStarted, CallText, Note, Watched
 from market_analyst.web.feed import Feed, Item
 from market_analyst.workflow import Analyst
 
 Renderer = Callable[[str], str]
+
+TEXT_EVERY = 0.1
+"""Seconds streamed text is gathered before it is sent."""
 
 
 class LiveRun:
@@ -35,6 +42,7 @@ class LiveRun:
         self._render = render
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
+        self._flush_later: asyncio.TimerHandle | None = None
 
     # -- sinks (any thread) -------------------------------------------------------
 
@@ -47,6 +55,13 @@ class LiveRun:
         extra = {"draft_html": self._render(record["draft"])} if stage == "draft" else {}
         self._post(self._feed.stage(stage, record, **extra))
 
+    def watch(self, model: ModelClient) -> ModelClient:
+        """`model`, streamed when it can be, with each call's start and text in the feed."""
+        return Watched(model, self._on_call, stream=True)
+
+    def _on_call(self, note: Note) -> None:
+        self._loop.call_soon_threadsafe(self._add_call, note)
+
     def _post(self, item: Item) -> None:
         self._loop.call_soon_threadsafe(self._add, item)
 
@@ -55,7 +70,31 @@ class LiveRun:
         if item is not None:
             self._add(item)
 
+    def _add_call(self, note: Note) -> None:
+        if isinstance(note, CallStarted):
+            self._add(self._feed.thinking(note.role))
+        elif isinstance(note, CallText):
+            gathered = self._feed.text(note)
+            if gathered is not None:
+                self._append(gathered)
+            if self._flush_later is None:
+                self._flush_later = self._loop.call_later(TEXT_EVERY, self._flush)
+        else:  # finished: what it wrote goes out now, before its `model` item
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._flush_later is not None:
+            self._flush_later.cancel()
+            self._flush_later = None
+        gathered = self._feed.flush()
+        if gathered is not None:
+            self._append(gathered)
+
     def _add(self, item: Item) -> None:
+        self._flush()
+        self._append(item)
+
+    def _append(self, item: Item) -> None:
         self.items.append(item)
         self.done = self.done or item["kind"] == "end"
         self._wake.set()

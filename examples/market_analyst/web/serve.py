@@ -1,6 +1,6 @@
 """Serve the web app on 127.0.0.1: a free port unless one is given, printed when ready.
 
-`python examples/market_analyst.py --web` (or `make web`) comes here through the command
+`.venv/bin/python examples/market_analyst.py --web` (or `make web`) comes here through the command
 line, which has already built the model clients and set the tools' latency, as for a
 run. Only loopback is bound: the app has no log-in, so it must not face a network.
 """

@@ -6,6 +6,7 @@ in the page escaped, as text, and only Markdown's own structure becomes elements
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from markdown_it import MarkdownIt
@@ -17,11 +18,22 @@ from market_analyst.prompts import FLASH
 # "commonmark" with html off: a tag in the text is escaped, never passed through; links
 # with javascript:, vbscript:, file: or data: targets are refused by markdown-it itself.
 _MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable("table")
+_ALIGN = re.compile(r"text-align:(left|right|center)")
 
 
 def to_html(markdown: str) -> str:
-    """Markdown as HTML that holds no HTML from its source (see the module docstring)."""
-    html: str = _MARKDOWN.render(markdown)
+    """Markdown as HTML that holds no HTML from its source (see the module docstring).
+
+    A table column's alignment (`|--:|`) becomes a class (`align-right`), not the `style`
+    attribute markdown-it writes, which the page's Content-Security-Policy refuses.
+    """
+    tokens = _MARKDOWN.parse(markdown)
+    for token in tokens:
+        align = _ALIGN.fullmatch(str(token.attrs.get("style", "")))
+        if align:
+            del token.attrs["style"]
+            token.attrs["class"] = f"align-{align[1]}"
+    html: str = _MARKDOWN.renderer.render(tokens, _MARKDOWN.options, {})
     return html
 
 

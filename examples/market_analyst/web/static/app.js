@@ -22,6 +22,7 @@ const NUMBERS = new Set(["auto_approve_usd", "hard_limit_usd"]);
 
 let current = null; // the run shown: {id, source, record, usage, calls, tools, t0}
 let me = "";
+let command = ""; // this example's command line, as the server would run it
 
 function el(tag, text, className) {
   const node = document.createElement(tag);
@@ -86,6 +87,8 @@ async function openRun(runId) {
   $("plan-note").textContent = "";
   $("timeline").replaceChildren();
   show($("axis"), false);
+  show($("model-live"), false);
+  $("model-text").replaceChildren();
   $("timeline-note").textContent = "";
   $("draft").textContent = "The draft appears when the research is done.";
   $("draft").className = "markdown muted";
@@ -126,7 +129,7 @@ function renderRecord(run) {
       "another process is working on this run.", "error");
   } else if (run.error && run.status === "running") {
     say($("run-error"), `Stopped: ${run.error}. Continue it with: ` +
-      `python examples/market_analyst.py --resume ${run.run_id}`, "error");
+      `${command} --resume ${run.run_id}`, "error");
   }
   const decided = run.decision;
   show($("decide"), run.status === "pending");
@@ -196,9 +199,12 @@ function follow(runId) {
 
 function apply(item) {
   if (item.kind === "tool") return toolItem(item);
+  if (item.kind === "thinking") return thinking(item);
+  if (item.kind === "text") return streamed(item);
   if (item.kind === "model") {
     for (const [key] of KINDS) current.usage[key] = (current.usage[key] || 0) + (item.usage[key] || 0);
     current.calls += 1;
+    answered(item);
     return renderTokens(current.usage, current.calls);
   }
   if (item.kind === "plan") return showPlan(item.loop, item.steps);
@@ -223,12 +229,44 @@ async function finished(item) {
   const runId = current.id;
   if (current.source) current.source.close();
   current.source = null;
+  show($("model-live"), false);
   $("timeline-note").textContent = "";
   layoutTimeline();
   const { ok, data } = await api(`/api/runs/${encodeURIComponent(runId)}`);
   if (ok && current && current.id === runId) renderRecord(data);
   if (item.error && current && current.id === runId) say($("run-error"), item.error, "error");
   refreshRuns();
+}
+
+// -- a model call as it happens: who is thinking, then what it writes -----------------------
+
+function thinking(item) {
+  show($("model-live"), true);
+  $("model-live").classList.add("active");
+  $("thinking-role").textContent = item.role;
+  $("thinking-state").textContent = "is thinking…";
+  $("model-text").replaceChildren();
+}
+
+function streamed(item) {
+  // Text, never HTML: the model's words, reasoning and tool-call arguments as written.
+  $("thinking-role").textContent = item.role;
+  $("thinking-state").textContent = item.part === "thinking" ? "is reasoning…" : "is writing…";
+  const box = $("model-text");
+  const last = box.lastElementChild;
+  if (last && last.dataset.part === item.part) {
+    last.append(item.text);
+  } else {
+    const piece = el("span", item.text, `part-${item.part}`);
+    piece.dataset.part = item.part;
+    box.append(piece);
+  }
+  box.scrollTop = box.scrollHeight;
+}
+
+function answered(item) {
+  $("model-live").classList.remove("active");
+  $("thinking-state").textContent = `answered in ${item.seconds.toFixed(2)} s`;
 }
 
 function showPlan(loop, steps) {
@@ -585,6 +623,7 @@ async function init() {
   $("model").className = info.offline ? "model offline" : "model";
   $("notice").textContent = info.notice;
   me = info.user;
+  command = info.command;
   $("by").value = localStorage.getItem("analyst-by") || me;
   $("by").addEventListener("change", () => localStorage.setItem("analyst-by", $("by").value.trim()));
   $("ask").addEventListener("submit", start);

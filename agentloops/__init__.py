@@ -63,6 +63,7 @@ from agentloops.messages import (
     Text,
     Thinking,
     ToolCall,
+    ToolOutcome,
     ToolResult,
     validate_transcript,
 )
@@ -92,7 +93,6 @@ from agentloops.tools import (
     Decision,
     DoubtPolicy,
     Tool,
-    ToolOutcome,
     ToolRegistry,
     idempotency_key,
     tool,

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from agentloops._jsonl import JSONLFile, as_text, read_records
+from agentloops._jsonl import JSONLFile, WriteFailed, as_text, read_records
 from agentloops._pickling import ensure_picklable, pickler_for
 from agentloops.errors import ConfigurationError, RecordWriteError
 
@@ -124,9 +124,11 @@ def run_many(
                 if log is not None:
                     try:
                         log.append(_record(keys[i], item))
-                    except RecordWriteError as exc:
-                        exc.result = [it for it in items if it is not None]
-                        raise
+                    except WriteFailed as exc:
+                        finished = [it for it in items if it is not None]
+                        raise RecordWriteError(
+                            str(exc), path=log.path, result=finished, errno=exc.errno
+                        ) from exc.__cause__
                 bar.update(item)
                 if on_result is not None:
                     on_result(item)

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from agentloops import CheckpointError, MemoryCheckpointer, PlanAndExecute
-from agentloops._plan_state import RunState
+from agentloops.plan_execute.result import RunState
 from agentloops.testing import ScriptedModel, respond_structured
 
 PLAN = {

@@ -40,9 +40,9 @@ from agentloops import (
     tool,
     validate_plan,
 )
-from agentloops._placeholders import Unresolved, references, substitute
 from agentloops.model import ModelRequest, Usage
 from agentloops.rewoo import PLANNER_SYSTEM, SOLVER_SYSTEM
+from agentloops.rewoo._placeholders import Unresolved, references, substitute
 from agentloops.testing import FunctionModel, ScriptedModel, respond, respond_structured
 
 WAIT = 5.0  # a safety net against a hang, never an assertion
@@ -1000,16 +1000,6 @@ def test_configuration_errors(kwargs: dict[str, Any], message: str, pipeline) ->
         pipeline(**kwargs)
 
 
-def test_the_default_pool_is_kept_until_closed(pipeline) -> None:
-    plan = plan_of(step("#E1", "search", {"query": "x"}))
-    with pipeline() as p:
-        assert p.work(plan)["#E1"].content == "results for x"
-        assert p.work(plan)["#E1"].content == "results for x"
-    p.close()  # twice is harmless
-    assert p.work(plan)["#E1"].content == "results for x"  # a new pool after close
-    p.close()
-
-
 def test_a_planner_with_no_usable_tools_is_told_so(pipeline) -> None:
     model = ScriptedModel([respond_structured({"steps": [step("#E1", "publish", {"text": "x"})]})])
     with pytest.raises(PlanValidationError, match="requires human approval"):
@@ -1032,8 +1022,6 @@ def test_a_pipeline_pickles_and_runs_after_unpickling() -> None:
     copy = pickle.loads(pickle.dumps(p))
     assert copy.run("sum").answer == "600.5"
     assert p.run("sum").answer == "600.5"
-    p.close()
-    copy.close()
 
 
 def test_a_tool_that_cannot_travel_to_a_process_pool_is_named_before_any_call(pipeline) -> None:

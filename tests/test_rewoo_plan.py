@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from agentloops import PlanValidationError, ReWOOPipeline, ReWOOPlan, tool, validate_plan
-from agentloops._plan_schema import Plan, PlanStep, plan_problems
+from agentloops.plan_execute.schema import Plan, PlanStep, plan_problems
 from agentloops.rewoo import PLANNER_SYSTEM
 from agentloops.testing import ScriptedModel
 
@@ -193,7 +193,7 @@ def test_plan_and_execute_plan_problems_are_bounded_too():
 
 
 def test_a_replan_prompt_quotes_a_huge_rejected_plan_cut() -> None:
-    from agentloops._rewoo_prompts import MAX_PREVIOUS_PLAN, planner_prompt
+    from agentloops.rewoo.prompts import MAX_PREVIOUS_PLAN, planner_prompt
 
     prompt = planner_prompt("task", "x" * 200_000, ["a problem"])
     assert len(prompt) < MAX_PREVIOUS_PLAN + 500

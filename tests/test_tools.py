@@ -16,8 +16,8 @@ from agentloops import (
     tool,
     validate_plan,
 )
+from agentloops.messages import ToolOutcome, _outcome
 from agentloops.testing import ScriptedModel, use_tools
-from agentloops.tools import ToolOutcome, _outcome
 
 
 @tool

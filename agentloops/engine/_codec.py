@@ -5,9 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from agentloops.messages import message_from_dict, message_to_dict
+from agentloops.messages import ToolOutcome, message_from_dict, message_to_dict
 from agentloops.model import ModelResponse, Usage
-from agentloops.tools import ToolOutcome
 
 
 def response_to_dict(response: ModelResponse) -> dict[str, Any]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from agentloops.engine.effects import CallModel, Save, StartTool
 from agentloops.events import ModelCallFinished, ModelCallStarted, ToolCallFinished, ToolCallStarted
+from agentloops.messages import ToolOutcome
 from agentloops.model import ModelResponse
-from agentloops.tools import ToolOutcome
 
 
 def model_started(e: CallModel) -> ModelCallStarted:

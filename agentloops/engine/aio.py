@@ -32,8 +32,9 @@ from agentloops.engine.effects import (
 from agentloops.engine.host import ToolHost
 from agentloops.errors import ModelError
 from agentloops.events import Event, EventSink
+from agentloops.messages import ToolOutcome
 from agentloops.model import ModelResponse
-from agentloops.tools import ToolOutcome, with_call_key
+from agentloops.tools import with_call_key
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,7 +38,8 @@ from agentloops.engine.effects import (
 )
 from agentloops.errors import AgentLoopsError, CallInDoubt, CheckpointError
 from agentloops.journal import Entry, JournalRecord
-from agentloops.tools import ToolOutcome, ToolRegistry
+from agentloops.messages import ToolOutcome
+from agentloops.tools import ToolRegistry
 
 FORMAT = 1
 """The journal layout this version writes (`meta["format"]`); a newer one is refused."""

@@ -9,7 +9,8 @@ from typing import Any
 
 from agentloops._pickling import ensure_picklable, pickler_for
 from agentloops.engine.effects import StartTool
-from agentloops.tools import _CALL_KEY, ToolOutcome, ToolRegistry, with_call_key
+from agentloops.messages import ToolOutcome
+from agentloops.tools import _CALL_KEY, ToolRegistry, with_call_key
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,9 +10,8 @@ from typing import Any, Protocol, TypeVar
 from agentloops.engine.effects import CallModel, Emit, Machine, NextTool, StartTool
 from agentloops.errors import AgentLoopsError
 from agentloops.events import RunFinished, RunStarted
-from agentloops.messages import ToolCall
+from agentloops.messages import ToolCall, ToolOutcome
 from agentloops.model import ModelClient, ModelRequest, ModelResponse, Usage
-from agentloops.tools import ToolOutcome
 
 
 class RunRecord(Protocol):

@@ -31,8 +31,9 @@ from agentloops.engine.effects import (
 )
 from agentloops.engine.host import ToolHost
 from agentloops.events import Event, EventSink
+from agentloops.messages import ToolOutcome
 from agentloops.model import ModelResponse
-from agentloops.tools import _CALL_KEY, ToolOutcome, with_call_key
+from agentloops.tools import _CALL_KEY, with_call_key
 
 Events = Generator[Event, None, R]
 

@@ -24,7 +24,7 @@ from agentloops.errors import (
     RunNotFound,
     StoreError,
 )
-from agentloops.journal import Entry, JournalRecord, Lease, RunInfo
+from agentloops.journal.records import Entry, JournalRecord, Lease, RunInfo
 
 SCHEMA_VERSION = 1
 """The table layout the SQL stores write (row `journal` of `agentloops_schema`)."""

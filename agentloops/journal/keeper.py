@@ -14,7 +14,7 @@ from collections.abc import Callable
 from types import TracebackType
 
 from agentloops.errors import ConfigurationError, LeaseLost, StoreError
-from agentloops.journal import Lease, RunStore
+from agentloops.journal.records import Lease, RunStore
 
 
 class LeaseKeeper:

@@ -12,7 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from agentloops.errors import RunExists
-from agentloops.journal import JournalRecord, Lease, RunInfo
 from agentloops.journal._base import (
     NewRecord,
     StoreBase,
@@ -27,6 +26,7 @@ from agentloops.journal._base import (
     utc,
     utc_or_none,
 )
+from agentloops.journal.records import JournalRecord, Lease, RunInfo
 
 
 @dataclass

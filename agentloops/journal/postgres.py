@@ -15,7 +15,6 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from agentloops.errors import RunExists, StoreError
-from agentloops.journal import JournalRecord, Lease, RunInfo
 from agentloops.journal._base import (
     SCHEMA_VERSION,
     NewRecord,
@@ -30,6 +29,7 @@ from agentloops.journal._base import (
     run_info,
 )
 from agentloops.journal._connection import ConnectionPerProcess
+from agentloops.journal.records import JournalRecord, Lease, RunInfo
 
 if TYPE_CHECKING:  # pragma: no cover
     import psycopg

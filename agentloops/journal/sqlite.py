@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agentloops.errors import ConfigurationError, RunExists, StoreError
-from agentloops.journal import JournalRecord, Lease, RunInfo
 from agentloops.journal._base import (
     SCHEMA_VERSION,
     NewRecord,
@@ -33,6 +32,7 @@ from agentloops.journal._base import (
     utc_or_none,
 )
 from agentloops.journal._connection import ConnectionPerProcess
+from agentloops.journal.records import JournalRecord, Lease, RunInfo
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS agentloops_schema ("

@@ -13,11 +13,11 @@ from typing import Annotated, Any, Literal
 import pydantic
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
+from agentloops._json_text import parse_json
+from agentloops._validation import field_errors
 from agentloops.errors import ModelError
 from agentloops.messages import Block, Message, RedactedThinking, Text, Thinking, ToolCall
 from agentloops.model import ModelResponse, StopReason, Usage
-from agentloops.structured import parse_json
-from agentloops.tools import field_errors
 
 STOP_REASONS: dict[str, StopReason] = {
     "end_turn": "end_turn",

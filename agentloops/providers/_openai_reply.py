@@ -17,11 +17,12 @@ from typing import Any
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentloops._json_text import parse_json
+from agentloops._validation import field_errors
 from agentloops.errors import ModelError
 from agentloops.messages import Message, Text, ToolCall
 from agentloops.model import ModelResponse, StopReason, Usage
-from agentloops.structured import parse_json
-from agentloops.tools import INVALID_ARGUMENTS, field_errors
+from agentloops.tools import INVALID_ARGUMENTS
 
 _FINISH: dict[str, StopReason] = {
     "stop": "end_turn",

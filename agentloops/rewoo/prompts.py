@@ -11,10 +11,11 @@ from collections.abc import Mapping, Sequence, Set
 from typing import TYPE_CHECKING
 
 from agentloops._text import cut
-from agentloops.tools import ToolOutcome, ToolRegistry
+from agentloops.messages import ToolOutcome
+from agentloops.tools import ToolRegistry
 
 if TYPE_CHECKING:
-    from agentloops._rewoo_schema import ReWOOPlan
+    from agentloops.rewoo.schema import ReWOOPlan
 
 PLANNER_SYSTEM = """\
 You are the planner of a ReWOO agent.

@@ -1,15 +1,14 @@
-"""The ReWOO plan schema the planner fills.
+"""The ReWOO plan schema the planner fills: `ReWOOPlan` and its `ReWOOPlanStep`s.
 
-No `from __future__ import annotations` here: the models report the public module
-`agentloops.rewoo` (so pickled or stored plans never name this one), and pydantic must not
-need to look their annotations up by name there.
+A public module: pickled and stored plans name it. Rule: the schema only (and the
+`depends_on` it derives from the placeholders); the checks a plan passes are in `_plan`.
 """
 
 from typing import Any
 
 import pydantic
 
-from agentloops._placeholders import references
+from agentloops.rewoo._placeholders import references
 
 
 class ReWOOPlanStep(pydantic.BaseModel):
@@ -55,7 +54,3 @@ class ReWOOPlan(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(defer_build=True)
 
     steps: list[ReWOOPlanStep]
-
-
-for _record in (ReWOOPlanStep, ReWOOPlan):
-    _record.__module__ = "agentloops.rewoo"

@@ -15,17 +15,17 @@ import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Literal, Union, overload
 
 import pydantic
 
-from agentloops._tool_runtime import TimedOut, ToolRuntime
-from agentloops._tool_schema import arguments_model, is_async
-from agentloops._tool_text import capped, describe, to_text
+from agentloops._validation import field_errors
 from agentloops.errors import ConfigurationError
-from agentloops.messages import ToolCall
+from agentloops.messages import ToolCall, ToolOutcome, _outcome
 from agentloops.model import ToolSpec
+from agentloops.tools._runtime import TimedOut, ToolRuntime
+from agentloops.tools._schema import arguments_model, is_async
+from agentloops.tools._text import capped, describe, to_text
 
 if TYPE_CHECKING:  # defaults let a bare `Tool` mean `Tool[..., Any]`
     from typing_extensions import ParamSpec, TypeVar
@@ -80,29 +80,6 @@ error result and never runs the tool."""
 
 _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _ATOMS = frozenset({str, int, float, bool, type(None)})
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ToolOutcome:
-    """What one tool call produced: the text the model sees, and whether it failed."""
-
-    content: str
-    is_error: bool = False
-    seconds: float = 0.0
-
-
-# Built on every tool call: set the slots directly (see agentloops.messages._tool_result).
-_outcome_slots = tuple(ToolOutcome.__dict__[name].__set__ for name in ToolOutcome.__slots__)
-
-
-def _outcome(content: str, is_error: bool, seconds: float) -> ToolOutcome:
-    """`ToolOutcome(content=..., is_error=..., seconds=...)`, built for the hot path."""
-    outcome: ToolOutcome = object.__new__(ToolOutcome)
-    set_content, set_error, set_seconds = _outcome_slots
-    set_content(outcome, content)
-    set_error(outcome, is_error)
-    set_seconds(outcome, seconds)
-    return outcome
 
 
 class Tool(Generic[P, R]):
@@ -358,30 +335,6 @@ def tool(
         )
 
     return wrap(fn) if fn is not None else wrap
-
-
-def field_errors(
-    error: pydantic.ValidationError,
-    *,
-    root: str = "(arguments)",
-    width: int | None = 80,
-    skip: Callable[[Any], bool] | None = None,
-) -> list[str]:
-    """One `"field.path: message (got value)"` line per validation error, for the model.
-
-    `root` names a problem with the whole value, `width` cuts the quoted value (`None`
-    leaves it out), and `skip` drops errors about inputs it accepts.
-    """
-    lines = []
-    for err in error.errors(include_url=False):
-        if skip is not None and skip(err.get("input")):
-            continue
-        where = ".".join(str(p) for p in err["loc"]) or root
-        got = (
-            "" if width is None or err["type"] == "missing" else f" (got {err['input']!r:.{width}})"
-        )
-        lines.append(f"{where}: {err['msg']}{got}")
-    return lines
 
 
 def _copied(args: dict[str, Any]) -> dict[str, Any]:

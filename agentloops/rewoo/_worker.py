@@ -13,13 +13,13 @@ from typing import Any
 
 import pydantic
 
-from agentloops._placeholders import looks_like_json, substitute
-from agentloops._rewoo_schema import ReWOOPlan, ReWOOPlanStep
-from agentloops._scheduler import GraphRun, run_graph
 from agentloops.engine.effects import Emit, Machine, StartTool
 from agentloops.events import StepFinished, StepStarted
-from agentloops.messages import ToolCall
-from agentloops.tools import ToolOutcome, ToolRegistry
+from agentloops.messages import ToolCall, ToolOutcome
+from agentloops.rewoo._placeholders import looks_like_json, substitute
+from agentloops.rewoo._scheduler import GraphRun, run_graph
+from agentloops.rewoo.schema import ReWOOPlan, ReWOOPlanStep
+from agentloops.tools import ToolRegistry
 
 _LOOP = "rewoo"
 

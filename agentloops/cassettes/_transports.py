@@ -3,6 +3,9 @@
 Replay transports hand each request to `Cassette.answer`. Recording transports pass it on,
 then tee the response body into the recorder as it streams by. `forward` is a loopback
 HTTP server that records a separate program's traffic through a recorder.
+
+Rule: this module knows a cassette and a recorder only by the methods it calls on them
+(the Protocols below), so `cassettes/__init__` imports it and never the other way round.
 """
 
 from __future__ import annotations
@@ -13,16 +16,30 @@ import socket
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import httpx
 
-if TYPE_CHECKING:
-    from agentloops.cassettes import Cassette, CassetteRecorder
-
 SLOT = "agentloops.cassette_slot"
 """Where a recorded response keeps the index of its exchange (in `response.extensions`)."""
+
+
+class Cassette(Protocol):
+    """What a replay transport asks of a `Cassette`."""
+
+    def answer(self, request: httpx.Request) -> httpx.Response: ...
+
+
+class CassetteRecorder(Protocol):
+    """What a recording transport and `forward` ask of a `CassetteRecorder`."""
+
+    def client(self, **kwargs: Any) -> httpx.Client: ...
+    def _start(self, request: httpx.Request) -> int: ...
+    def _abandon(self, slot: int) -> None: ...
+    def _finish(
+        self, slot: int, response: httpx.Response | None, raw: bytes, error: str
+    ) -> None: ...
 
 
 class _Replay(httpx.BaseTransport):

@@ -1,14 +1,17 @@
-"""What a ReWOO run returns."""
+"""What a ReWOO run returns: `ReWOOResult`.
+
+A public module: pickled and stored results name it. Rule: a record only.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Literal
 
-from agentloops._rewoo_schema import ReWOOPlan
 from agentloops.errors import raise_for_stop
+from agentloops.messages import ToolOutcome
 from agentloops.model import Usage
-from agentloops.tools import ToolOutcome
+from agentloops.rewoo.schema import ReWOOPlan
 
 ReWOOStopReason = Literal[
     "answered",
@@ -50,7 +53,3 @@ class ReWOOResult:
     def raise_for_stop(self) -> None:
         """Raise the matching `RunError` (with this result) unless the run answered."""
         raise_for_stop(self)
-
-
-# Pickled and stored results name the public module.
-ReWOOResult.__module__ = "agentloops.rewoo"

@@ -1,4 +1,6 @@
-"""Plan-and-Execute records: the plan schema the planner fills, and the JSON state of a run.
+"""What a Plan-and-Execute run returns (`PlanExecuteResult`), and its saved state (`RunState`).
+
+A public module: pickled and stored results name it; the plan schema is in `schema`.
 
 `RunState` is what a checkpointer stores: enough to continue at the first unfinished
 step in another process, and nothing a finished step would need again (no transcripts).
@@ -14,12 +16,12 @@ from typing import Any, Literal
 
 import pydantic
 
-from agentloops._plan_schema import Plan, PlanRevision, PlanStep, plan_problems
+from agentloops._validation import field_errors
 from agentloops.errors import CheckpointError, TranscriptError, raise_for_stop
 from agentloops.messages import ToolCall, validate_transcript
 from agentloops.model import Usage
+from agentloops.plan_execute.schema import Plan, PlanRevision, PlanStep, plan_problems
 from agentloops.react import ReActResult
-from agentloops.tools import field_errors
 
 STATE_FORMAT = 1
 """The version of the saved run state; a newer one is refused, never misread."""
@@ -289,7 +291,3 @@ def _step_text(react: ReActResult) -> str:
     if seen:
         parts.append("Last observations: " + " | ".join(seen)[:1000])
     return " ".join(parts)
-
-
-# Pickled and stored results name the public module.
-PlanExecuteResult.__module__ = "agentloops.plan_execute"

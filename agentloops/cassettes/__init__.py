@@ -31,7 +31,7 @@ from typing import Any
 
 import httpx
 
-from agentloops._cassette_transports import (
+from agentloops.cassettes._transports import (
     _AsyncRecording,
     _AsyncReplay,
     _Recording,

@@ -1,8 +1,7 @@
-"""The Plan-and-Execute plan schema the planner fills, and the checks a plan passes.
+"""The Plan-and-Execute plan schema the planner fills (`Plan`, `PlanStep`, the replanner's
+`PlanRevision`), and the checks a plan passes (`plan_problems`).
 
-No `from __future__ import annotations` here: the models report the public module
-`agentloops.plan_execute` (so pickled or stored data never names this one), and pydantic
-must not need to look their annotations up by name there.
+A public module: pickled and stored plans name it. Rule: the schema and its checks only.
 """
 
 from collections import Counter
@@ -59,7 +58,3 @@ def plan_problems(plan: Plan, *, max_steps: int) -> list[str]:
         if not s.description.strip():
             problems.add(f"step {s.step_number}: the description is blank")
     return problems.listed()
-
-
-for _record in (PlanStep, Plan, PlanRevision):
-    _record.__module__ = "agentloops.plan_execute"

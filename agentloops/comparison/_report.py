@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from agentloops.comparison import Comparison
+    from agentloops.comparison.records import LoopSummary
 
 TOKEN_KINDS = {
     "input_tokens": "uncached input",
@@ -28,13 +28,13 @@ CSV_COLUMNS = (
 )
 
 
-def markdown_table(comparison: Comparison) -> str:
+def markdown_table(summaries: list[LoopSummary], tasks: int, trials: int) -> str:
     rows = [
         "| loop | success | raised | wrong but passed | model calls | uncached in | cache read"
         " | cache write | output | tool calls | tool errors | recovered | seconds |",
         "|---" * 13 + "|",
     ]
-    for s in comparison.summaries():
+    for s in summaries:
         cells = [
             s.loop,
             f"{s.success_rate:.0%} ({s.successes}/{s.attempts})",
@@ -49,7 +49,7 @@ def markdown_table(comparison: Comparison) -> str:
         ]
         rows.append("| " + " | ".join(cells) + " |")
     note = (
-        f"{len(comparison.tasks)} tasks x {comparison.trials} trials per loop. Costs are means "
+        f"{tasks} tasks x {trials} trials per loop. Costs are means "
         "per attempt (raised attempts included). Wrong but passed: the evaluator passed an "
         "answer the checker rejects, of the wrong answers it judged. Recovered: right answers "
         "after a tool error."
@@ -57,17 +57,17 @@ def markdown_table(comparison: Comparison) -> str:
     return "\n".join([*rows, "", note])
 
 
-def write_csv(comparison: Comparison, path: Path) -> Path:
+def write_csv(summaries: list[LoopSummary], path: Path) -> Path:
     with path.open("w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
         writer.writeheader()
-        for s in comparison.summaries():
+        for s in summaries:
             tokens = {kind: getattr(s.usage, kind) for kind in TOKEN_KINDS}
             writer.writerow({c: tokens[c] if c in tokens else getattr(s, c) for c in CSV_COLUMNS})
     return path
 
 
-def draw_chart(comparison: Comparison, path: Path) -> Path:
+def draw_chart(summaries: list[LoopSummary], tasks: int, trials: int, path: Path) -> Path:
     """Four panels side by side, one bar per loop; every cost is a mean per attempt."""
     try:
         from matplotlib.figure import Figure
@@ -75,7 +75,6 @@ def draw_chart(comparison: Comparison, path: Path) -> Path:
         raise ImportError(
             "Comparison.chart needs matplotlib: pip install 'agentloops-kit[chart]'"
         ) from exc
-    summaries = comparison.summaries()
     names = [s.loop for s in summaries]
     x = list(range(len(names)))
     fig = Figure(figsize=(4 + 2.2 * len(names), 4.5), layout="constrained")
@@ -101,7 +100,7 @@ def draw_chart(comparison: Comparison, path: Path) -> Path:
 
     for ax in (ax_ok, ax_calls, ax_tokens, ax_time):
         ax.set_xticks(x, names, rotation=30, ha="right")
-    title = f"{len(comparison.tasks)} tasks x {comparison.trials} trials per loop"
+    title = f"{tasks} tasks x {trials} trials per loop"
     fig.suptitle(title, fontsize="medium")
     fig.savefig(path, format="png", dpi=120)
     return path

@@ -31,8 +31,6 @@ class GraphRun(Generic[K, R]):
     """Nodes whose call finished, in the order they finished."""
     skipped: dict[K, K] = field(default_factory=dict)
     """Nodes not run, each mapped to the dependency that failed or was itself skipped."""
-    not_started: list[K] = field(default_factory=list)
-    """Nodes never started because the run aborted."""
     aborted_by: K | None = None
     """The failed node that stopped dispatching (abort mode only)."""
 
@@ -100,7 +98,9 @@ def _run(
     for node, d in deps.items():
         for dep in dict.fromkeys(d):
             dependents[dep].append(node)
-    run: GraphRun[K, R] = GraphRun(results={})
+    results: dict[K, R] = {}
+    skipped: dict[K, K] = {}
+    aborted_by: K | None = None
     ready = deque(node for node, n in remaining.items() if n == 0)
     running: dict[str, K] = {}  # call id -> node
     where: tuple[str, str] = ("", "")  # the loop and run id of the calls, for NextTool
@@ -108,7 +108,7 @@ def _run(
     while ready or running:
         while ready and len(running) < limit and not stopped:
             node = ready.popleft()
-            effect = start(node, run.results)
+            effect = start(node, results)
             running[effect.call.id] = node
             where = (effect.loop, effect.run_id)
             if on_start is not None:
@@ -118,23 +118,21 @@ def _run(
             break
         call_id, value = yield NextTool(*where)
         node = running.pop(call_id)
-        run.results[node] = value
+        results[node] = value
         if on_finish is not None:
             yield from on_finish(node, value)
         if not failed(value):
             for child in dependents[node]:
                 remaining[child] -= 1
-                if remaining[child] == 0 and child not in run.skipped:
+                if remaining[child] == 0 and child not in skipped:
                     ready.append(child)
         elif abort:
             if not stopped:
                 stopped = True
-                object.__setattr__(run, "aborted_by", node)
+                aborted_by = node
         else:
-            yield from _skip_dependents(node, dependents, run.skipped, on_skip)
-    if stopped:
-        run.not_started.extend(n for n in deps if n not in run.results)
-    return run
+            yield from _skip_dependents(node, dependents, skipped, on_skip)
+    return GraphRun(results=results, skipped=skipped, aborted_by=aborted_by)
 
 
 def _skip_dependents(

@@ -1,4 +1,5 @@
-"""The checks a ReWOO plan passes before it runs (the schema is in `_rewoo_schema`).
+"""The checks a ReWOO plan passes before it runs (the schema is in `rewoo.schema`; the
+public `validate_plan` in `agentloops.rewoo` raises what these find).
 
 Validation reports every problem at once (up to a bound), so one re-plan can fix them
 all, and takes time linear in the plan's size.
@@ -6,44 +7,13 @@ all, and takes time linear in the plan's size.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import Any
-
 import pydantic
 
-from agentloops._placeholders import STEP_ID, masked_errors, references
 from agentloops._problems import Problems, listed
-from agentloops._rewoo_schema import ReWOOPlan, ReWOOPlanStep
-from agentloops._scheduler import cycles
-from agentloops.errors import PlanValidationError
-from agentloops.tools import Tool, ToolRegistry, field_errors
-
-
-def validate_plan(
-    plan: ReWOOPlan | dict[str, Any],
-    registry: ToolRegistry | Iterable[Tool | Callable[..., Any]],
-    *,
-    max_steps: int = 20,
-) -> None:
-    """Check a plan before anything runs; report every problem at once.
-
-    `plan` may be a `ReWOOPlan` or its JSON-like dict; `registry` a `ToolRegistry` or
-    the tools themselves.
-
-    Raises:
-        PlanValidationError: `.problems` lists each problem, naming the steps involved
-            (a dict that does not even match the plan schema is one problem per field).
-    """
-    if not isinstance(plan, ReWOOPlan):
-        try:
-            plan = ReWOOPlan.model_validate(plan)
-        except pydantic.ValidationError as exc:
-            raise PlanValidationError(field_errors(exc, root="plan", width=None)) from exc
-    if not isinstance(registry, ToolRegistry):
-        registry = ToolRegistry(registry)
-    problems = rewoo_problems(plan, registry, max_steps)
-    if problems:
-        raise PlanValidationError(problems, plan=plan)
+from agentloops.rewoo._placeholders import STEP_ID, masked_errors, references
+from agentloops.rewoo._scheduler import cycles
+from agentloops.rewoo.schema import ReWOOPlan, ReWOOPlanStep
+from agentloops.tools import ToolRegistry
 
 
 def rewoo_problems(plan: ReWOOPlan, registry: ToolRegistry, max_steps: int) -> list[str]:
@@ -122,6 +92,3 @@ def _step_problems(
         elif ref not in depends_on:
             problems.append(f"{label}: tool_args use {ref}, but depends_on does not list it")
     return problems
-
-
-validate_plan.__module__ = "agentloops.rewoo"  # where users import it from

@@ -1,4 +1,8 @@
-"""The record a ReAct run returns, and its JSON state for checkpoints."""
+"""The record a ReAct run returns, and its JSON state for checkpoints.
+
+A public module: pickled and stored results name it (`agentloops.react.result.ReActResult`).
+Rule: a record only; it knows no machine and no driver.
+"""
 
 from __future__ import annotations
 
@@ -89,7 +93,3 @@ class ReActResult:
             pending_approvals=pending,
             held_results=[ToolResult(**r) for r in state["held_results"]],
         )
-
-
-# Pickled and stored results name the public module.
-ReActResult.__module__ = "agentloops.react"

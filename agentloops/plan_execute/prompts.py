@@ -12,8 +12,8 @@ from agentloops._text import cut
 from agentloops.tools import ToolRegistry
 
 if TYPE_CHECKING:
-    from agentloops._plan_schema import Plan
-    from agentloops._plan_state import RunState
+    from agentloops.plan_execute.result import RunState
+    from agentloops.plan_execute.schema import Plan
 
 PLANNER_SYSTEM = """You are the planner of a Plan-and-Execute agent.
 Break the user's task into a short ordered list of steps. Each step is one piece of \

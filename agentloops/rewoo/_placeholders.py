@@ -14,7 +14,7 @@ from typing import Any
 
 import pydantic
 
-from agentloops.tools import field_errors
+from agentloops._validation import field_errors
 
 PLACEHOLDER = re.compile(r"#E\d+\b")
 STEP_ID = re.compile(r"#E[1-9]\d*")

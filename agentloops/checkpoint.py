@@ -152,7 +152,10 @@ class SQLiteCheckpointer:
         )
         try:
             conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")  # durable at each commit in WAL mode
+            # NORMAL in WAL mode: a commit survives a crash of the process, but the last
+            # commits may be lost if the machine loses power (the WAL is synced only at
+            # checkpoints; agentloops.journal.sqlite says so, and defaults to FULL).
+            conn.execute("PRAGMA synchronous=NORMAL")
             self._migrate(conn)
         except sqlite3.DatabaseError as exc:
             conn.close()

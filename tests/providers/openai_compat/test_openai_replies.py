@@ -7,9 +7,9 @@ from typing import Any
 
 import httpx
 import pytest
+from _openai_fakes import ask, call, completion, ok, weather, weather_calls
 
 from agentloops import ModelError, ReActLoop, Usage
-from openai_compat.openai_fakes import ask, call, completion, ok, weather, weather_calls
 
 # -- responses -------------------------------------------------------------------------
 

@@ -2,7 +2,7 @@
 and graph checks. No threads: the test decides which started call finishes next.
 
 Where calls run (threads, asyncio, an executor that fails) is the drivers' business;
-tests/test_rewoo.py covers it through `ReWOOPipeline`.
+tests/rewoo/test_rewoo.py covers it through `ReWOOPipeline`.
 """
 
 from __future__ import annotations

@@ -6,18 +6,18 @@ import re
 
 import httpx
 import pytest
+from _openai_fakes import (
+    BASE,
+    ask,
+    completion,
+    ok,
+)
 
 from agentloops import (
     ModelError,
     OpenAICompatModel,
 )
 from agentloops.providers import _openai_http as http
-from openai_compat.openai_fakes import (
-    BASE,
-    ask,
-    completion,
-    ok,
-)
 
 # -- retries ---------------------------------------------------------------------------
 

@@ -9,6 +9,18 @@ from typing import Any
 
 import httpx
 import pytest
+from _openai_fakes import (
+    BASE,
+    KEY,
+    ask,
+    call,
+    completion,
+    now,
+    ok,
+    sent,
+    weather,
+    weather_calls,
+)
 
 from agentloops import (
     ConfigurationError,
@@ -22,18 +34,6 @@ from agentloops import (
     ToolCall,
     ToolResult,
     event_to_dict,
-)
-from openai_compat.openai_fakes import (
-    BASE,
-    KEY,
-    ask,
-    call,
-    completion,
-    now,
-    ok,
-    sent,
-    weather,
-    weather_calls,
 )
 
 # -- the tool loop ---------------------------------------------------------------------

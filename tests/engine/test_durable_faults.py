@@ -30,7 +30,7 @@ import pytest
 
 from agentloops.journal import JournalRecord, PostgresStore, RunStore, SQLiteStore
 
-WORKER = Path(__file__).with_name("_durable_worker.py")
+WORKER = Path(__file__).parents[1] / "_durable_worker.py"
 LOOPS = ["react", "rewoo", "pe"]
 DRIVERS = ["sync", "async"]
 KILLED_TTL = 1.0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from _openai_fakes import BASE, City, ask, completion, ok, sent
 
 from agentloops import (
     Message,
@@ -14,7 +15,6 @@ from agentloops import (
 )
 from agentloops.model import OutputSchema
 from agentloops.providers.openai_compat import DEFAULT_MAX_TOKENS
-from openai_compat.openai_fakes import BASE, City, ask, completion, ok, sent
 
 # -- structured output -----------------------------------------------------------------
 

@@ -31,7 +31,7 @@ from agentloops import RunLeased, RunNotFound, SQLiteCheckpointer
 
 pytestmark = [pytest.mark.usefixtures("instant_analyst_tools"), pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 THESIS = "Investment thesis and strategic risks for MSFT"
 TTL = 2.0  # the second processes' leases: a crashed one's run is free two seconds later
 

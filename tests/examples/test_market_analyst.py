@@ -20,7 +20,7 @@ from market_analyst.workflow import Analyst
 from agentloops import ModelError, ModelRequest, ModelResponse
 from agentloops.testing import FunctionModel, respond, respond_structured
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SNAPSHOT_TOOLS = {"get_stock_snapshot", "get_price_history", "search_news"}
 RESEARCH_TOOLS = SNAPSHOT_TOOLS | {"get_financials", "search_competitors"}
 

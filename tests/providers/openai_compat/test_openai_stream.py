@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
+from _openai_fakes import BASE, ask, call, completion, ok, sent, weather
 
 from agentloops import (
     ConfigurationError,
@@ -24,7 +25,6 @@ from agentloops import (
     ToolCallDelta,
     Usage,
 )
-from openai_compat.openai_fakes import BASE, ask, call, completion, ok, sent, weather
 
 pytestmark = pytest.mark.anyio
 

@@ -20,7 +20,7 @@ import pytest
 from agentloops import PostgresStore, RunLeased, SQLiteStore
 from agentloops.journal import RunStore
 
-WORKER = Path(__file__).with_name("_journal_worker.py")
+WORKER = Path(__file__).parents[1] / "_journal_worker.py"
 Target = tuple[str, str]
 
 

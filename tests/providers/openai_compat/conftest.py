@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import respx
+from _openai_fakes import BASE, KEY, Sleeps, weather_calls
 
 from agentloops import OpenAICompatModel
-from openai_compat.openai_fakes import BASE, KEY, Sleeps, weather_calls
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """Durable runs of the three loops, on every store backend and under both drivers: the
 journal, replay without repeating work, approvals exactly once, leases, calls in doubt,
-and idempotency keys. Fault tests with real processes are in tests/test_durable_faults.py.
+and idempotency keys. Fault tests with real processes are in tests/engine/test_durable_faults.py.
 """
 
 from __future__ import annotations

@@ -365,7 +365,7 @@ def test_claude_gets_the_token_limit_and_a_planner_of_its_own(monkeypatch) -> No
 
 # -- the docs page ---------------------------------------------------------------------
 
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "market-analyst.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "market-analyst.md"
 
 
 def test_every_flag_the_docs_page_names_exists() -> None:

@@ -32,7 +32,7 @@ from starlette.testclient import TestClient
 from agentloops import TextDelta
 from agentloops.testing import deltas
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 HOSTILE = "Quick snapshot of NVDA <script>window.__xss=1</script>\n# Heading"
 
 pytestmark = pytest.mark.usefixtures("instant_analyst_tools")

@@ -6,6 +6,9 @@ Importing has no side effects and does not import any provider SDK: provider cli
 ReWOO, Plan-and-Execute, the router, the evaluator, checkpoints, run stores, batches and the
 comparison harness also load on first access: `from agentloops import ReWOOPipeline` works as
 usual.
+
+Rule: the facade only re-exports; no module of the package imports it (a contract in
+pyproject.toml).
 """
 
 import typing as _typing

@@ -4,6 +4,8 @@ Typically one agent run per task, on the default thread pool, a process pool, or
 Dask cluster (`distributed.Client(...).get_executor()`). Results keep input order, a
 failed run becomes an item with its error and never loses the others, and a JSONL
 file lets an interrupted batch skip what already finished when it runs again.
+
+Rule: a kit; it knows the helpers and errors, and no loop (it maps any function).
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 A checkpointer stores one JSON object per run id. `MemoryCheckpointer` keeps it in
 this process; `SQLiteCheckpointer` keeps it in a file that threads and processes on
 one machine can share (WAL, one transaction per save, a busy timeout).
+
+Rule: a store; it knows errors and nothing of the loops whose state it keeps.
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 It sees only the task, the draft and the evidence, in one user message: never the
 transcript that produced the draft, so it cannot be talked into agreeing with it.
 It has no tools.
+
+Rule: a kit over structured output and the engine's drivers; it knows no loop.
 """
 
 from __future__ import annotations

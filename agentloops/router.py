@@ -2,6 +2,8 @@
 
 A router must always answer: output that does not validate, or a route that does not
 exist, falls back to the default route, and the decision says it did.
+
+Rule: a kit over structured output and the engine's drivers; it knows no loop.
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 Every loop fills its plans, routes and verdicts through `ask_structured`, so a
 malformed answer is handled the same way everywhere: the validation errors go back
 to the model, a bounded number of times, then `ModelOutputError` with the last raw output.
+
+Rule: above the engine, below the loops: loops call it, it knows none of them, and providers
+never import it.
 """
 
 from __future__ import annotations

@@ -15,6 +15,8 @@ strict on the method, the URL and the JSON body, and ignores headers.
     model = OpenAICompatModel(url, "smollm2", http_client=cassette.client())
     ReActLoop(model, tools).run(task)  # the same requests, the recorded replies
     cassette.assert_complete()
+
+Rule: a kit over httpx alone; it knows no loop, model or provider.
 """
 
 from __future__ import annotations

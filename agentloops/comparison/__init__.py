@@ -4,6 +4,8 @@ A loop enters as a factory that takes the event sink the harness installs and re
 anything with `.run(task)`, so ReAct, ReWOO, Plan-and-Execute and your own runner are
 measured the same way: results give the answer, usage and model calls; events give the
 tool calls and tool errors. Every started attempt is counted, including those that raised.
+
+Rule: a kit; it knows events and usage, and takes loops as factories (it imports no loop).
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 The chart needs matplotlib (the optional `chart` extra), imported only when a chart is
 drawn. It builds a bare `Figure` rather than using pyplot: no global backend or GUI
 state, so it draws the same on a server without a display and leaves pyplot alone.
+
+Rule: it knows the records it shows (`comparison.records`), never the harness.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Outcomes as JSON records for a run's journal, and back: exactly what a machine was sent."""
+"""Outcomes as JSON records for a run's journal, and back: exactly what a machine was sent.
+
+Rule: pure functions over the vocabulary's records; no store, no driver.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """What both drivers share: the events they make around the effects they perform, and
-the plain effects they perform alike."""
+the plain effects they perform alike.
+
+Rule: no I/O and no decision: it builds events and performs the plain effects.
+"""
 
 from __future__ import annotations
 

@@ -5,6 +5,8 @@ client with only `complete` runs in a worker thread. Tool calls await the regist
 `acall`: an `async def` tool runs on the loop, a sync one in a thread. Cancelling the
 task that drives a run cancels the model call and the tool calls in flight, closes the
 machine, and lets `CancelledError` propagate.
+
+Rule: a driver performs effects and decides nothing; it knows no loop.
 """
 
 from __future__ import annotations

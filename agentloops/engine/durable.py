@@ -13,6 +13,8 @@ waiting for a person; or "failed": an operator's error) until someone decides
 (`resume(run_id, {call_id: True})` runs it again, `False` records it as not run). That
 decision is its own record (`DOUBT`), apart from an approval of the same call: a "yes"
 to running a call once is not a "yes" to running it a second time.
+
+Rule: it wraps any machine; it knows the journal's records, never a loop or a backend.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Where a loop's tool calls run: its registry, and optionally an executor (ReWOO's)."""
+"""Where a loop's tool calls run: its registry, and optionally an executor (ReWOO's).
+
+Rule: it knows tools and executors, and no loop.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,9 @@
 """What every run shares, written once for all loops: the running totals, the model call
 that adds to them, and the run's life (start and finish events, the partial result
-attached to a failure)."""
+attached to a failure).
+
+Rule: shared by the loops' machines; no I/O, and no loop's own decisions.
+"""
 
 from __future__ import annotations
 

@@ -6,6 +6,9 @@ time drives a run: it holds a lease (holder id, expiry, a fencing epoch), and ev
 write names that lease, so a holder that lost it writes nothing. Three backends pass
 one conformance suite: `MemoryStore`, `SQLiteStore` (processes on one machine) and
 `PostgresStore` (machines; the `postgres` extra). See docs/durability.md.
+
+Rule: the facade of the run stores; the backends load lazily and import `records`, never
+this module.
 """
 
 from __future__ import annotations

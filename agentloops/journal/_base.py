@@ -2,6 +2,8 @@
 
 The backends differ in how they lock and where their clock is; the decisions (is this
 lease current, who holds this run, what to say about it) are made here, once.
+
+Rule: what the backends share; it knows the records and errors, and no driver or loop.
 """
 
 from __future__ import annotations

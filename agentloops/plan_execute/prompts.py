@@ -2,6 +2,8 @@
 
 Each system prompt starts with a stable first line naming its role, so logs, caches and
 offline demo models can tell the calls apart. Override them on `PlanAndExecute`.
+
+Rule: text and how a run is written into it; no model call, no machine.
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ A public module: pickled and stored results name it; the plan schema is in `sche
 step in another process, and nothing a finished step would need again (no transcripts).
 One pydantic model (`SavedRun`) both writes that state and checks it on the way back in,
 so a saved state that was edited or damaged is refused, naming the bad field.
+
+Rule: records and their JSON; no machine, no driver.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ Pydantic models of the Messages API reply (only what agentloops reads) turn a bo
 the wrong shape into a `ModelError` naming the bad fields. `Turn` holds the decisions
 of one assistant turn (continue a `pause_turn`, merge the parts, map the stop reason),
 shared by the plain, async and streaming calls, which only send and receive.
+
+Rule: pure functions over the SDK's reply; no HTTP, no loop.
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ long) and is sent back each answer: the `httpx.Response` (its body read, also fo
 that failed), or the transport error raised instead.
 It returns the first good response. So retrying and adapting are written once, and these
 two functions are the only difference between the sync and the async paths.
+
+Rule: the only I/O of the OpenAI-compatible client; it decides nothing.
 """
 
 from __future__ import annotations

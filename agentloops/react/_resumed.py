@@ -3,6 +3,8 @@
 An approved call must run once. A pause is claimed when it resumes, so a second resume
 of the same pause (through another loop object, or a copy of the result) is refused
 instead of running the call again. Across processes the durable store does this job.
+
+Rule: in-process bookkeeping only; the durable store does this across processes.
 """
 
 from __future__ import annotations

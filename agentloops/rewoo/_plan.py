@@ -3,6 +3,8 @@ public `validate_plan` in `agentloops.rewoo` raises what these find).
 
 Validation reports every problem at once (up to a bound), so one re-plan can fix them
 all, and takes time linear in the plan's size.
+
+Rule: checks only: no model call, no tool call.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 Each system prompt starts with a fixed first line ("You are the planner of a ReWOO
 agent.") so a fake or offline model can tell the roles apart.
+
+Rule: text and how plans and evidence are written into it; no model call, no machine.
 """
 
 from __future__ import annotations

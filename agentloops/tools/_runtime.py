@@ -5,6 +5,8 @@ is not thread-safe, and the count of timed-out calls whose threads are still run
 (Python cannot kill a thread, so they are abandoned, and counted so they cannot pile
 up unseen). Both live with the tool, so they hold across every registry, loop and
 driver in the process.
+
+Rule: it runs functions; it knows no registry, loop or driver.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""A tool's arguments model and description, read from its function's hints and docstring."""
+"""A tool's arguments model and description, read from its function's hints and docstring.
+
+Rule: it reads functions; it knows no registry, loop or driver.
+"""
 
 from __future__ import annotations
 

@@ -3,6 +3,8 @@
 Every outcome of `ToolRegistry.call` and `acall` passes through `capped`, so no text
 (an output, an exception's message, a validation report) goes to the model whole when
 it is longer than the registry's `max_output_chars`.
+
+Rule: text only; it knows no registry, loop or driver.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 Records are kept as JSON text, so a read never aliases what was appended, and every
 method holds one lock, so threads see the same lease rules the SQL stores enforce.
+
+Rule: a backend knows `records` and `_base`, never the journal's facade, a driver or a loop.
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 WAL (readers never block the writer), a busy timeout, and `BEGIN IMMEDIATE` around every
 fenced write: the lease check and the write happen under SQLite's one write lock, so no
 other process can take the run over in between. Times are this machine's clock.
+
+Rule: a backend knows `records`, `_base` and `_connection`, never the journal's facade, a
+driver or a loop.
 """
 
 from __future__ import annotations

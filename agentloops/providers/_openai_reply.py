@@ -5,6 +5,8 @@ ignored). A 200 reply of another shape (a message that is a string, a token coun
 not a number, a text part whose text is null) is a `ModelError` that names the field, never
 an `AttributeError` from deep inside. Streaming assembles its chunks into the same reply
 shape, so `complete` and `stream` share `parse_completion`.
+
+Rule: pure functions over the reply's JSON; no HTTP, no loop.
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ server refuses a parameter, and says when to wait and retry. A sync and an async
 (`_openai_drivers`) carry it out. Request bodies are built in `_openai_request`, replies
 checked and parsed in `_openai_reply`, streams assembled in `_openai_stream`.
 httpx is imported when a client is built, not when agentloops is.
+
+Rule: a provider knows the vocabulary and tools, never the engine, structured output or a
+loop.
 """
 
 from __future__ import annotations

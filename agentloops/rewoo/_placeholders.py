@@ -3,6 +3,8 @@
 A placeholder is `#E` then digits, as a whole token: `#E1` never matches inside `#E10`
 or `#E1a`. Placeholders are looked for in argument values at any depth of lists and
 dicts (dict keys are argument names, never placeholders).
+
+Rule: text and argument values only; no plan checks, no tool call.
 """
 
 from __future__ import annotations

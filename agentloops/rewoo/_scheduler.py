@@ -4,6 +4,8 @@ Each node is started the moment its last dependency finishes (not in waves), so 
 chain never waits for an unrelated long branch. It decides only what to start and when;
 the driver runs the calls (threads, asyncio tasks, or an executor). No model code lives
 here: the ReWOO worker uses it.
+
+Rule: it knows effects and nothing of plans, tools or models.
 """
 
 from __future__ import annotations

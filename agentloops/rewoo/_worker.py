@@ -3,6 +3,8 @@
 Each step is started by the dependency-ready scheduler the moment its dependencies are
 done, with their outputs substituted for its placeholders. A failed step's dependents
 are not run, and their evidence says which dependency failed.
+
+Rule: no model call: the worker runs tools only.
 """
 
 from __future__ import annotations

@@ -4,6 +4,9 @@
 An unknown name, bad arguments, an exception, a value that cannot become text, a
 timeout or an over-long output all come back as an `is_error` outcome whose text
 (capped like any output) the model can act on.
+
+Rule: tools know the vocabulary below them (messages, model's `ToolSpec`, errors) and no
+driver, store or loop.
 """
 
 from __future__ import annotations

@@ -10,7 +10,6 @@ settings come from the loop (`Settings`), the state from `Run`.
 from __future__ import annotations
 
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -30,7 +29,8 @@ from agentloops.messages import (
     validate_transcript,
 )
 from agentloops.model import ModelClient, ModelRequest, answer_stop
-from agentloops.react import _resumed
+from agentloops.react._resumed import check_resumable
+from agentloops.react._stall import stall_detail, stalled, window
 from agentloops.react.result import ReActResult, ReActStopReason
 from agentloops.tools import ApprovalPolicy, ToolRegistry
 
@@ -41,8 +41,6 @@ _NO_TOOLS = "not run: tools are disabled for this final answer"
 _DENIED = "denied: this call was not approved, so it did not run"
 _FINAL = "The step limit is reached. Answer now from what you have; no more tools."
 _NUDGE = "Your reply was empty. Answer the task, or call a tool."
-_PERIODS = (1, 2, 3)
-"""Cycle lengths the stall guard looks for: A A A, A B A B A B, A B C A B C A B C."""
 
 
 class Settings(Protocol):
@@ -81,9 +79,7 @@ class Run:
         self.steps = steps
         # Call ids already used (a task's lone user turn has none: no walk for it).
         self.seen_ids = {c.id for m in messages for c in m.tool_calls} if messages[1:] else set()
-        # The stall guard's window: the last turns, enough for its longest cycle.
-        window = (max_repeats or 0) * _PERIODS[-1]
-        self.turns: deque[Any] = deque(maxlen=window)
+        self.turns = window(max_repeats)  # the stall guard's last turns
         self.nudged = False
 
 
@@ -120,7 +116,7 @@ def resume_machine(
 ) -> Machine[ReActResult]:
     """A paused run, resumed with `decisions`, as a step machine (see
     `ReActLoop.resume_machine`). The pause is checked, and marked as resumed, now."""
-    pending = _check_resumable(result, decisions)
+    pending = check_resumable(result, decisions)
     run = Run(
         messages=list(result.messages),
         run_id=result.run_id,
@@ -137,7 +133,7 @@ def resume_machine(
         turn = result.messages[-1].tool_calls
         results = [done[c.id] for c in turn]
         run.messages.append(Message("user", tuple(results)))
-        _stalled(loop, run, turn, results)  # counts from here: a pause resets it
+        stalled(run.turns, loop.max_repeats, turn, results)  # counts from here: a pause resets it
         return (yield from steps(loop, run, observed))
 
     return _lifecycle(run, finish_turn(), observed, clock, parent_run_id)
@@ -229,8 +225,8 @@ def steps(loop: Settings, run: Run, observed: bool) -> Machine[ReActResult]:
                 done = {r.call_id: r for r in (*results, *decided)}
                 results = [done[c.id] for c in asked]
         messages.append(_user_turn(tuple(results)))
-        if loop.max_repeats is not None and _stalled(loop, run, asked, results):
-            return _result(run, "stalled", _stall_detail(loop.max_repeats))
+        if loop.max_repeats is not None and stalled(run.turns, loop.max_repeats, asked, results):
+            return _result(run, "stalled", stall_detail(loop.max_repeats))
 
 
 def _nudge(run: Run, message: Message) -> bool:
@@ -323,36 +319,6 @@ def _at_limit(loop: Settings, run: Run, request: ModelRequest) -> Machine[ReActR
     return _result(run, "max_steps", detail)
 
 
-def _stalled(loop: Settings, run: Run, calls: list[ToolCall], results: list[ToolResult]) -> bool:
-    """Whether the last turns repeat one turn, or a cycle of two or three turns,
-    `max_repeats` times."""
-    n = loop.max_repeats
-    if n is None:
-        return False
-    # A turn's results come first: they are what usually differs, and a string
-    # compares faster than the arguments' dict.
-    if len(calls) == 1:  # the common case, without building a list
-        c, r = calls[0], results[0]
-        turn: Any = (r.content, r.is_error, c.name, c.args)
-    else:
-        pairs = zip(calls, results, strict=True)
-        turn = [(r.content, r.is_error, c.name, c.args) for c, r in pairs]
-    turns = run.turns
-    turns.append(turn)
-    # Any repeat of it n times leaves this turn n times in the window: counting (in C)
-    # is the quick, usual way out.
-    if turns.count(turn) < n:
-        return False
-    return any(_cycles(turns, p, n) for p in _PERIODS)
-
-
-def _stall_detail(n: int) -> str:
-    return (
-        f"max_repeats={n}: the same calls got the same results {n} turns in a row "
-        f"(or the same cycle of turns came back {n} times)"
-    )
-
-
 def _pause(
     run: Run, pending: list[ToolCall], held: list[ToolResult], observed: bool
 ) -> Machine[ReActResult]:
@@ -392,36 +358,6 @@ def _result(
         held_results=held or [],
     )
     return result
-
-
-def _check_resumable(result: ReActResult, decisions: dict[str, bool]) -> list[ToolCall]:
-    """The pending calls of a pause that may resume now; marks the pause as resumed."""
-    if result.stop_reason != "approval_required":
-        raise ConfigurationError(f"only a paused run can resume, not {result.stop_reason!r}")
-    pending = {c.id: c for c in result.pending_approvals}
-    unknown = sorted(set(decisions) - set(pending))
-    if unknown:
-        raise ConfigurationError(f"no pending call with id {unknown}; pending: {sorted(pending)}")
-    missing = sorted(set(pending) - set(decisions))
-    if missing:
-        raise ConfigurationError(f"no decision for pending calls {missing}")
-    not_bool = sorted(k for k, v in decisions.items() if not isinstance(v, bool))
-    if not_bool:  # a truthy "no" must never approve a call
-        raise ConfigurationError(f"decisions must be True or False; not for {not_bool}")
-    turn = result.messages[-1]
-    shown = {c.id: c for c in turn.tool_calls}
-    if any(shown.get(i) != c for i, c in pending.items()):
-        raise ConfigurationError("pending calls do not match the transcript's last turn")
-    if set(shown) != set(pending) | {r.call_id for r in result.held_results}:
-        raise ConfigurationError("the paused turn has calls that are neither held nor pending")
-    _resumed.claim(result.run_id, len(result.messages), list(pending.values()))
-    return list(pending.values())
-
-
-def _cycles(turns: deque[Any], p: int, n: int) -> bool:
-    """Whether the last `p * n` turns are one cycle of `p` turns, `n` times over."""
-    span = p * n
-    return len(turns) >= span and all(turns[-i] == turns[-i - p] for i in range(1, span - p + 1))
 
 
 def _answer(call: ToolCall, outcome: ToolOutcome) -> ToolResult:

@@ -80,7 +80,6 @@ from agentloops.model import (
     StopReason,
     StreamingModelClient,
     ToolSpec,
-    Usage,
 )
 from agentloops.react import ReActLoop, ReActResult
 from agentloops.structured import (
@@ -100,6 +99,7 @@ from agentloops.tools import (
     idempotency_key,
     tool,
 )
+from agentloops.usage import Usage
 
 __version__ = "0.1.0"
 """The installed version; the build reads it from here (pyproject.toml, `[tool.hatch.version]`)."""

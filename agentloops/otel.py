@@ -40,7 +40,7 @@ from agentloops.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from agentloops.model import Usage
+from agentloops.usage import Usage
 
 _OK_RUNS = frozenset({"answered", "approval_required"})
 """Every other stop reason (any loop's) marks the run span as an error."""

@@ -31,9 +31,9 @@ from agentloops.model import (
     ModelRequest,
     ModelResponse,
     OutputSchema,
-    Usage,
     answer_stop,
 )
+from agentloops.usage import Usage
 
 T = TypeVar("T", bound=pydantic.BaseModel)
 

@@ -39,7 +39,8 @@ from agentloops.messages import (
     ToolCall,
     validate_transcript,
 )
-from agentloops.model import ModelRequest, ModelResponse, StopReason, Usage
+from agentloops.model import ModelRequest, ModelResponse, StopReason
+from agentloops.usage import Usage
 
 __all__ = [
     "FunctionModel",

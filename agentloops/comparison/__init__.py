@@ -32,7 +32,7 @@ __all__ = [
 ]
 from agentloops.errors import ConfigurationError
 from agentloops.events import Event, EventSink, ModelCallFinished, ToolCallFinished
-from agentloops.model import Usage
+from agentloops.usage import Usage
 
 
 class RunResult(Protocol):

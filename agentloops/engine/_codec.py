@@ -9,7 +9,8 @@ import dataclasses
 from typing import Any
 
 from agentloops.messages import ToolOutcome, message_from_dict, message_to_dict
-from agentloops.model import ModelResponse, Usage
+from agentloops.model import ModelResponse
+from agentloops.usage import Usage
 
 
 def response_to_dict(response: ModelResponse) -> dict[str, Any]:

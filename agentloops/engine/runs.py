@@ -14,7 +14,8 @@ from agentloops.engine.effects import CallModel, Emit, Machine, NextTool, StartT
 from agentloops.errors import AgentLoopsError
 from agentloops.events import RunFinished, RunStarted
 from agentloops.messages import ToolCall, ToolOutcome
-from agentloops.model import ModelClient, ModelRequest, ModelResponse, Usage
+from agentloops.model import ModelClient, ModelRequest, ModelResponse
+from agentloops.usage import Usage
 
 
 class RunRecord(Protocol):

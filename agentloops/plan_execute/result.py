@@ -21,9 +21,9 @@ import pydantic
 from agentloops._validation import field_errors
 from agentloops.errors import CheckpointError, TranscriptError, raise_for_stop
 from agentloops.messages import ToolCall, validate_transcript
-from agentloops.model import Usage
 from agentloops.plan_execute.schema import Plan, PlanRevision, PlanStep, plan_problems
 from agentloops.react import ReActResult
+from agentloops.usage import Usage
 
 STATE_FORMAT = 1
 """The version of the saved run state; a newer one is refused, never misread."""

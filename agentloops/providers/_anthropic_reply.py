@@ -19,7 +19,8 @@ from agentloops._json_text import parse_json
 from agentloops._validation import field_errors
 from agentloops.errors import ModelError
 from agentloops.messages import Block, Message, RedactedThinking, Text, Thinking, ToolCall
-from agentloops.model import ModelResponse, StopReason, Usage
+from agentloops.model import ModelResponse, StopReason
+from agentloops.usage import Usage
 
 STOP_REASONS: dict[str, StopReason] = {
     "end_turn": "end_turn",

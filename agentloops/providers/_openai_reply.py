@@ -23,8 +23,9 @@ from agentloops._json_text import parse_json
 from agentloops._validation import field_errors
 from agentloops.errors import ModelError
 from agentloops.messages import Message, Text, ToolCall
-from agentloops.model import ModelResponse, StopReason, Usage
+from agentloops.model import ModelResponse, StopReason
 from agentloops.tools import INVALID_ARGUMENTS
+from agentloops.usage import Usage
 
 _FINISH: dict[str, StopReason] = {
     "stop": "end_turn",

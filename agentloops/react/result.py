@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from agentloops.errors import raise_for_stop
 from agentloops.messages import Message, ToolCall, ToolResult, message_from_dict, message_to_dict
-from agentloops.model import Usage
+from agentloops.usage import Usage
 
 ReActStopReason = Literal[
     "answered",

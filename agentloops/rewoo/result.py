@@ -10,8 +10,8 @@ from typing import Literal
 
 from agentloops.errors import raise_for_stop
 from agentloops.messages import ToolOutcome
-from agentloops.model import Usage
 from agentloops.rewoo.schema import ReWOOPlan
+from agentloops.usage import Usage
 
 ReWOOStopReason = Literal[
     "answered",

@@ -49,23 +49,16 @@ class Runner(Generic[R]):
         kind: the loop's name, stored with each durable run (`RunInfo.kind`).
         store: a `RunStore` to journal runs in, or `None` for plain runs.
         lease_ttl: seconds a durable run's lease lasts without renewal.
-        rebuild: builds a journaled run's machine from what `fresh` stored as its meta.
-        host: the `ToolHost` a run's tool calls go to (asked per run: the tools may change).
+
+    It holds no reference to its loop (a copied or pickled loop gets a runner of its own):
+    each call is given what it needs, the `ToolHost` a run's tool calls go to included.
     """
 
-    def __init__(
-        self,
-        kind: str,
-        store: RunStore | None,
-        lease_ttl: float,
-        *,
-        rebuild: Rebuild[R],
-        host: Callable[[], ToolHost],
-    ):
+    __slots__ = ("durability", "kind")
+
+    def __init__(self, kind: str, store: RunStore | None, lease_ttl: float):
         self.kind = kind
         self.durability = session.Durability(store, lease_ttl) if store is not None else None
-        self._rebuild = rebuild
-        self._host = host
 
     # -- openings --------------------------------------------------------------------
 
@@ -88,15 +81,17 @@ class Runner(Generic[R]):
 
         return opening
 
-    def journaled(self, run_id: str, decisions: Mapping[str, bool] | None) -> Opening[R]:
+    def journaled(
+        self, run_id: str, decisions: Mapping[str, bool] | None, rebuild: Rebuild[R]
+    ) -> Opening[R]:
         """A journaled run, reopened under its lease with `decisions` recorded first; its
-        journal is replayed into the machine `rebuild` makes.
+        journal is replayed into the machine `rebuild` makes from the run's stored meta.
 
         Raises:
             ConfigurationError: the loop has no store.
         """
         d = self._needs_store("resuming a run by its id")
-        kind, rebuild = self.kind, self._rebuild
+        kind = self.kind
 
         def opening(observed: bool) -> tuple[Opener, Make[R]]:
             def make(meta: dict[str, Any]) -> Machine[R]:
@@ -119,36 +114,42 @@ class Runner(Generic[R]):
 
     # -- drivers ---------------------------------------------------------------------
 
-    def run(self, opening: Opening[R], on_event: EventSink | None) -> R:
+    @staticmethod
+    def run(opening: Opening[R], host: ToolHost, on_event: EventSink | None) -> R:
         """Drive the run here to its result, handing every event to `on_event`."""
         open_, make = opening(on_event is not None)
-        host = self._host()
         with open_() as held:
             return sync.run(held.journaled(make(held.meta), host), host, on_event)
 
-    async def arun(self, opening: Opening[R], on_event: EventSink | None) -> R:
+    @staticmethod
+    async def arun(opening: Opening[R], host: ToolHost, on_event: EventSink | None) -> R:
         """`run` on the event loop (the run is opened, and its lease taken, in a thread)."""
         import asyncio
 
         from agentloops.engine import aio
 
         open_, make = opening(on_event is not None)
-        host = self._host()
         held = await asyncio.to_thread(open_)
         async with held:
             return await aio.run(held.journaled(make(held.meta), host), host, on_event)
 
-    def stream(self, opening: Opening[R], on_event: EventSink | None) -> Iterator[Event | R]:
+    @staticmethod
+    def stream(
+        opening: Opening[R], host: ToolHost, on_event: EventSink | None
+    ) -> Iterator[Event | R]:
         """Every event as it happens, then the result; the run opens on the first `next`."""
         open_, make = opening(True)
-        return _stream(open_, make, self._host(), on_event)
+        return _stream(open_, make, host, on_event)
 
-    def astream(self, opening: Opening[R], on_event: EventSink | None) -> AsyncIterator[Event | R]:
+    @staticmethod
+    def astream(
+        opening: Opening[R], host: ToolHost, on_event: EventSink | None
+    ) -> AsyncIterator[Event | R]:
         """`stream` on the event loop."""
         open_, make = opening(True)
-        return _astream(open_, make, self._host(), on_event)
+        return _astream(open_, make, host, on_event)
 
-    def status(self, run_id: str) -> R:
+    def status(self, run_id: str, rebuild: Rebuild[R], host: ToolHost) -> R:
         """A journaled run's result as far as its journal goes, calling no model or tool and
         taking no lease: a paused or finished run's own result, or, for a run that stopped
         part-way (or is being driven now), its partial result with stop reason "running".
@@ -161,8 +162,8 @@ class Runner(Generic[R]):
         info = d.store.run_info(run_id)
         session.check_kind(info, self.kind, run_id)
         past = d.store.read(run_id)
-        machine = self._rebuild(dict(info.meta), run_id, False)
-        return _replayed(journaled(machine, past, _nowhere, self._host().registry), run_id)
+        machine = rebuild(dict(info.meta), run_id, False)
+        return _replayed(journaled(machine, past, _nowhere, host.registry), run_id)
 
     def _needs_store(self, what: str) -> session.Durability:
         if self.durability is None:

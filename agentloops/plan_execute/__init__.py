@@ -143,9 +143,7 @@ class PlanAndExecute:
         self._checkpoints: Checkpointer = checkpointer or MemoryCheckpointer()
         """Where runs are saved: the checkpointer, or runs in memory until they finish."""
         self.store = store
-        self._runner: Runner[PlanExecuteResult] = Runner(
-            _machine.LOOP, store, lease_ttl, rebuild=self._rebuilt, host=self._host
-        )
+        self._runner: Runner[PlanExecuteResult] = Runner(_machine.LOOP, store, lease_ttl)
         self.on_event = on_event
         self.max_retries = max_retries
         self.max_digest_chars = max_digest_chars
@@ -166,24 +164,24 @@ class PlanAndExecute:
             AgentLoopsError: a model failure; `.result` holds what finished, and with a
                 checkpointer or a store `resume(run_id)` continues from there.
         """
-        return self._runner.run(self._fresh(task, run_id), self.on_event)
+        return self._runner.run(self._fresh(task, run_id), self._host(), self.on_event)
 
     async def arun(self, task: str, *, run_id: str | None = None) -> PlanExecuteResult:
         """`run` on the event loop."""
-        return await self._runner.arun(self._fresh(task, run_id), self.on_event)
+        return await self._runner.arun(self._fresh(task, run_id), self._host(), self.on_event)
 
     def stream(
         self, task: str, *, run_id: str | None = None
     ) -> Iterator[Event | PlanExecuteResult]:
         """Every event of the run as it happens (the steps' too, deltas included), then
         the result."""
-        return self._runner.stream(self._fresh(task, run_id), self.on_event)
+        return self._runner.stream(self._fresh(task, run_id), self._host(), self.on_event)
 
     def astream(
         self, task: str, *, run_id: str | None = None
     ) -> AsyncIterator[Event | PlanExecuteResult]:
         """`stream` on the event loop."""
-        return self._runner.astream(self._fresh(task, run_id), self.on_event)
+        return self._runner.astream(self._fresh(task, run_id), self._host(), self.on_event)
 
     def resume(self, run_id: str, decisions: dict[str, bool] | None = None) -> PlanExecuteResult:
         """Continue a saved run at its first unfinished step.
@@ -200,13 +198,13 @@ class PlanAndExecute:
                 decisions for a paused run, or decisions naming calls that are not pending.
             RunLeased: with a store, another process drives the run now.
         """
-        return self._runner.run(self._again(run_id, decisions), self.on_event)
+        return self._runner.run(self._again(run_id, decisions), self._host(), self.on_event)
 
     async def aresume(
         self, run_id: str, decisions: dict[str, bool] | None = None
     ) -> PlanExecuteResult:
         """`resume` on the event loop."""
-        return await self._runner.arun(self._again(run_id, decisions), self.on_event)
+        return await self._runner.arun(self._again(run_id, decisions), self._host(), self.on_event)
 
     def status(self, run_id: str) -> PlanExecuteResult:
         """The saved run as a result, without running anything (e.g. to show pending calls).
@@ -215,7 +213,7 @@ class PlanAndExecute:
         run that stopped part-way comes back with stop reason "running"."""
         if self._runner.durability is None:
             return _machine.load(self._checkpoints, run_id).result()
-        return self._runner.status(run_id)
+        return self._runner.status(run_id, self._rebuilt, self._host())
 
     def _fresh(self, task: str, run_id: str | None) -> Opening[PlanExecuteResult]:
         def build(run_id: str, observed: bool) -> Machine[PlanExecuteResult]:
@@ -225,7 +223,7 @@ class PlanAndExecute:
 
     def _again(self, run_id: str, decisions: dict[str, bool] | None) -> Opening[PlanExecuteResult]:
         if self._runner.durability is not None:
-            return self._runner.journaled(run_id, decisions)
+            return self._runner.journaled(run_id, decisions, self._rebuilt)
 
         def build(observed: bool) -> Machine[PlanExecuteResult]:  # the checkpointer's way
             return self.resume_machine(run_id, decisions, observed=observed)

@@ -105,9 +105,7 @@ class ReActLoop:
         self.max_tool_calls = max_tool_calls
         self.store = store
         self._tool_host = ToolHost(self.tools)
-        self._runner: Runner[ReActResult] = Runner(
-            _machine.LOOP, store, lease_ttl, rebuild=self._rebuilt, host=self._host
-        )
+        self._runner: Runner[ReActResult] = Runner(_machine.LOOP, store, lease_ttl)
 
     # -- drivers ---------------------------------------------------------------------
 
@@ -124,7 +122,9 @@ class ReActLoop:
 
         With a `store`, the run is journaled under `run_id` as it goes (`RunExists` if the
         id is taken), so `resume(run_id)` continues it in any process."""
-        return self._runner.run(self._fresh(task, run_id, parent_run_id), self.on_event)
+        return self._runner.run(
+            self._fresh(task, run_id, parent_run_id), self._host(), self.on_event
+        )
 
     async def arun(
         self,
@@ -136,20 +136,22 @@ class ReActLoop:
         """`run` on the event loop: async clients and tools are awaited, sync ones run in
         worker threads. Cancelling the task cancels the model call and the tool calls in
         flight; the events already emitted (and, with a store, the journal) say what ran."""
-        return await self._runner.arun(self._fresh(task, run_id, parent_run_id), self.on_event)
+        return await self._runner.arun(
+            self._fresh(task, run_id, parent_run_id), self._host(), self.on_event
+        )
 
     def stream(
         self, task: str | Sequence[Message], *, run_id: str | None = None
     ) -> Iterator[Event | ReActResult]:
         """Every event of the run as it happens, text and tool-call deltas included, then
         the `ReActResult`. Stopping early (closing the iterator) ends the run."""
-        return self._runner.stream(self._fresh(task, run_id, None), self.on_event)
+        return self._runner.stream(self._fresh(task, run_id, None), self._host(), self.on_event)
 
     def astream(
         self, task: str | Sequence[Message], *, run_id: str | None = None
     ) -> AsyncIterator[Event | ReActResult]:
         """`stream` on the event loop."""
-        return self._runner.astream(self._fresh(task, run_id, None), self.on_event)
+        return self._runner.astream(self._fresh(task, run_id, None), self._host(), self.on_event)
 
     def resume(
         self,
@@ -173,7 +175,9 @@ class ReActLoop:
                 already resumed.
             RunLeased: (by run id) another process drives the run now.
         """
-        return self._runner.run(self._again(result, decisions, parent_run_id), self.on_event)
+        return self._runner.run(
+            self._again(result, decisions, parent_run_id), self._host(), self.on_event
+        )
 
     async def aresume(
         self,
@@ -184,13 +188,13 @@ class ReActLoop:
     ) -> ReActResult:
         """`resume` on the event loop."""
         opening = self._again(result, decisions, parent_run_id)
-        return await self._runner.arun(opening, self.on_event)
+        return await self._runner.arun(opening, self._host(), self.on_event)
 
     def status(self, run_id: str) -> ReActResult:
         """A journaled run's result as far as its journal goes (needs a `store`), calling
         nothing and taking no lease: a paused run lists its pending calls; a run that
         stopped part-way has stop reason "running"."""
-        return self._runner.status(run_id)
+        return self._runner.status(run_id, self._rebuilt, self._host())
 
     def _fresh(
         self, task: str | Sequence[Message], run_id: str | None, parent_run_id: str | None
@@ -211,7 +215,7 @@ class ReActLoop:
         parent_run_id: str | None,
     ) -> Opening[ReActResult]:
         if isinstance(result, str):
-            return self._runner.journaled(result, decisions)
+            return self._runner.journaled(result, decisions, self._rebuilt)
 
         def build(observed: bool) -> Machine[ReActResult]:
             return self.resume_machine(

@@ -172,9 +172,7 @@ class ReWOOPipeline:
         self.max_tokens = max_tokens
         self.on_event = on_event
         self.store = store
-        self._runner: Runner[ReWOOResult] = Runner(
-            _machine.LOOP, store, lease_ttl, rebuild=self._rebuilt, host=self._host
-        )
+        self._runner: Runner[ReWOOResult] = Runner(_machine.LOOP, store, lease_ttl)
 
     # -- the three stages, public so each can be used (and tested) alone ------------
 
@@ -242,22 +240,22 @@ class ReWOOPipeline:
             ModelOutputError: the planner's output never matched the plan schema.
             ModelError: the planner or the solver failed.
         """
-        return self._runner.run(self._fresh(task, run_id), self.on_event)
+        return self._runner.run(self._fresh(task, run_id), self._host(), self.on_event)
 
     async def arun(self, task: str, *, run_id: str | None = None) -> ReWOOResult:
         """`run` on the event loop; steps run as tasks, still each as soon as its
         dependencies are done."""
-        return await self._runner.arun(self._fresh(task, run_id), self.on_event)
+        return await self._runner.arun(self._fresh(task, run_id), self._host(), self.on_event)
 
     def stream(self, task: str, *, run_id: str | None = None) -> Iterator[Event | ReWOOResult]:
         """Every event of the run as it happens (deltas included), then the result."""
-        return self._runner.stream(self._fresh(task, run_id), self.on_event)
+        return self._runner.stream(self._fresh(task, run_id), self._host(), self.on_event)
 
     def astream(
         self, task: str, *, run_id: str | None = None
     ) -> AsyncIterator[Event | ReWOOResult]:
         """`stream` on the event loop."""
-        return self._runner.astream(self._fresh(task, run_id), self.on_event)
+        return self._runner.astream(self._fresh(task, run_id), self._host(), self.on_event)
 
     def resume(self, run_id: str, decisions: dict[str, bool] | None = None) -> ReWOOResult:
         """Continue a journaled run (needs a `store`): what it recorded is replayed without
@@ -267,16 +265,20 @@ class ReWOOPipeline:
         Raises:
             RunLeased: another process drives the run now.
         """
-        return self._runner.run(self._runner.journaled(run_id, decisions), self.on_event)
+        return self._runner.run(
+            self._runner.journaled(run_id, decisions, self._rebuilt), self._host(), self.on_event
+        )
 
     async def aresume(self, run_id: str, decisions: dict[str, bool] | None = None) -> ReWOOResult:
         """`resume` on the event loop."""
-        return await self._runner.arun(self._runner.journaled(run_id, decisions), self.on_event)
+        return await self._runner.arun(
+            self._runner.journaled(run_id, decisions, self._rebuilt), self._host(), self.on_event
+        )
 
     def status(self, run_id: str) -> ReWOOResult:
         """A journaled run's result as far as its journal goes (needs a `store`), calling
         nothing and taking no lease; a run that stopped part-way has stop reason "running"."""
-        return self._runner.status(run_id)
+        return self._runner.status(run_id, self._rebuilt, self._host())
 
     def _fresh(self, task: str, run_id: str | None) -> Opening[ReWOOResult]:
         def build(run_id: str, observed: bool) -> Machine[ReWOOResult]:

@@ -464,7 +464,7 @@ def test_the_printed_commands_work_as_printed(app, capsys, tmp_path: Path) -> No
 
 
 def test_the_printed_command_is_relative_from_the_repository_root(tmp_path: Path) -> None:
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     state = ["--state-dir", str(tmp_path / "state"), "--reports-dir", str(tmp_path / "reports")]
     script = root / "examples" / "market_analyst.py"
     argv = [sys.executable, str(script), "Quick snapshot of NVDA", "--offline", *state]

@@ -1,14 +1,14 @@
 """A durable run's hold on its store: the lease and its keeper, the writes that name it,
 and the approvals recorded under it.
 
-Rule: this module holds runs, it does not drive them (`agentloops.engine.runner` does),
-and knows no loop.
-
 A run is driven by one holder at a time. `begin` creates the run holding its lease;
 `reopen` takes the lease of an existing run (`RunLeased`, naming the holder and until
 when, while another holder drives it), records the decisions it was given, and reads the
 journal to replay. Every journal write names the lease, so a holder that lost it (it
 stalled past the expiry and the run was taken over) writes nothing and stops.
+
+Rule: this module holds runs, it does not drive them (`agentloops.engine.runner` does),
+and knows no loop.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ test: $(STAMP) lint typecheck unit
 lint: $(STAMP)
 	$(BIN)/ruff check agentloops tests bench $(EXAMPLE)
 	$(BIN)/ruff format --check agentloops tests bench $(EXAMPLE)
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -6,6 +6,9 @@ Importing has no side effects and does not import any provider SDK: provider cli
 ReWOO, Plan-and-Execute, the router, the evaluator, checkpoints, run stores, batches and the
 comparison harness also load on first access: `from agentloops import ReWOOPipeline` works as
 usual.
+
+Rule: the facade only re-exports; no module of the package imports it (a contract in
+pyproject.toml).
 """
 
 import typing as _typing
@@ -63,6 +66,7 @@ from agentloops.messages import (
     Text,
     Thinking,
     ToolCall,
+    ToolOutcome,
     ToolResult,
     validate_transcript,
 )
@@ -76,7 +80,6 @@ from agentloops.model import (
     StopReason,
     StreamingModelClient,
     ToolSpec,
-    Usage,
 )
 from agentloops.react import ReActLoop, ReActResult
 from agentloops.structured import (
@@ -92,11 +95,11 @@ from agentloops.tools import (
     Decision,
     DoubtPolicy,
     Tool,
-    ToolOutcome,
     ToolRegistry,
     idempotency_key,
     tool,
 )
+from agentloops.usage import Usage
 
 __version__ = "0.1.0"
 """The installed version; the build reads it from here (pyproject.toml, `[tool.hatch.version]`)."""

@@ -3,8 +3,11 @@
 `run_many`'s results file and `JSONLSink` share this. A record always encodes (a value
 JSON cannot hold is stored as its text, a lone surrogate as a `\\u` escape), the whole
 line is built first and written in one call, and a write that fails (a full disk) is
-rolled back to the last whole line and raised as `RecordWriteError`. A line cut short by
-a crash is skipped with a warning on reading, and cut off before the next append.
+rolled back to the last whole line and raised as `WriteFailed` (the caller wraps it in
+its `RecordWriteError`). A line cut short by a crash is skipped with a warning on reading,
+and cut off before the next append.
+
+Rule: a helper at the bottom of the package; it imports nothing from agentloops.
 """
 
 from __future__ import annotations
@@ -18,7 +21,10 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from agentloops.errors import RecordWriteError
+
+class WriteFailed(OSError):
+    """A record could not be written (a full disk, an I/O error); the file still holds
+    whole lines only. Its message names the file; `errno` is the cause's."""
 
 
 def encode_line(record: Mapping[str, Any]) -> bytes:
@@ -123,12 +129,12 @@ class JSONLFile:
                 stacklevel=4,
             )
 
-    def append(self, record: Mapping[str, Any], *, result: Any = None) -> None:
+    def append(self, record: Mapping[str, Any]) -> None:
         """Write `record` as one whole line, or nothing.
 
         Raises:
-            RecordWriteError: the write failed (disk full, I/O error); the file is cut back
-                to its last whole line, and the error carries `result`.
+            WriteFailed: the write failed (disk full, I/O error); the file is cut back to
+                its last whole line.
         """
         data = encode_line(record)
         with self._lock:
@@ -146,12 +152,9 @@ class JSONLFile:
                 # next open cuts it off).
                 with contextlib.suppress(OSError):
                     os.ftruncate(fd, before)
-                raise RecordWriteError(
-                    f"{self.path}: could not write a record: {exc}",
-                    path=self.path,
-                    result=result,
-                    errno=exc.errno,
-                ) from exc
+                failed = WriteFailed(f"{self.path}: could not write a record: {exc}")
+                failed.errno = exc.errno
+                raise failed from exc
 
     def close(self) -> None:
         with self._lock:

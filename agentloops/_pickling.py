@@ -5,6 +5,9 @@ the standard library; Dask's executor falls back to cloudpickle, which also carr
 lambdas and local functions by value. Failing here, with the culprit named, beats a
 pickling traceback from deep inside the executor (or a lost future, or a tool that
 arrives as nothing and answers "unknown tool").
+
+Rule: it knows tools (to name the one that fails) and nothing above them: no driver, no
+loop.
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 A broken plan can have thousands of problems (5,000 steps with one id each repeated);
 a re-plan prompt that lists them all costs more than it helps. The list keeps the first
 `MAX_PROBLEMS`, each cut to `MAX_PROBLEM_CHARS`, and ends by saying how many more.
+
+Rule: a helper at the bottom of the package; it imports nothing from agentloops.
 """
 
 from __future__ import annotations

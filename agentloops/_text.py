@@ -1,5 +1,8 @@
 """Cutting long text: one helper for every place that bounds what a model reads (tool
-outputs, evidence in a solver prompt, findings in a step prompt, a rejected plan)."""
+outputs, evidence in a solver prompt, findings in a step prompt, a rejected plan).
+
+Rule: a helper at the bottom of the package; it imports nothing from agentloops.
+"""
 
 from __future__ import annotations
 

@@ -4,6 +4,8 @@ Typically one agent run per task, on the default thread pool, a process pool, or
 Dask cluster (`distributed.Client(...).get_executor()`). Results keep input order, a
 failed run becomes an item with its error and never loses the others, and a JSONL
 file lets an interrupted batch skip what already finished when it runs again.
+
+Rule: a kit; it knows the helpers and errors, and no loop (it maps any function).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from agentloops._jsonl import JSONLFile, as_text, read_records
+from agentloops._jsonl import JSONLFile, WriteFailed, as_text, read_records
 from agentloops._pickling import ensure_picklable, pickler_for
 from agentloops.errors import ConfigurationError, RecordWriteError
 
@@ -124,9 +126,11 @@ def run_many(
                 if log is not None:
                     try:
                         log.append(_record(keys[i], item))
-                    except RecordWriteError as exc:
-                        exc.result = [it for it in items if it is not None]
-                        raise
+                    except WriteFailed as exc:
+                        finished = [it for it in items if it is not None]
+                        raise RecordWriteError(
+                            str(exc), path=log.path, result=finished, errno=exc.errno
+                        ) from exc.__cause__
                 bar.update(item)
                 if on_result is not None:
                     on_result(item)

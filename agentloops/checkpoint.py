@@ -3,6 +3,8 @@
 A checkpointer stores one JSON object per run id. `MemoryCheckpointer` keeps it in
 this process; `SQLiteCheckpointer` keeps it in a file that threads and processes on
 one machine can share (WAL, one transaction per save, a busy timeout).
+
+Rule: a store; it knows errors and nothing of the loops whose state it keeps.
 """
 
 from __future__ import annotations
@@ -152,7 +154,10 @@ class SQLiteCheckpointer:
         )
         try:
             conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")  # durable at each commit in WAL mode
+            # NORMAL in WAL mode: a commit survives a crash of the process, but the last
+            # commits may be lost if the machine loses power (the WAL is synced only at
+            # checkpoints; agentloops.journal.sqlite says so, and defaults to FULL).
+            conn.execute("PRAGMA synchronous=NORMAL")
             self._migrate(conn)
         except sqlite3.DatabaseError as exc:
             conn.close()

@@ -28,6 +28,8 @@
 Tool failures are not exceptions: they come back as `is_error` results the model can
 act on. A run error never loses work: its `.result` carries the transcript, usage and
 whatever finished.
+
+Rule: only `usage` below it; the records the errors carry are typed loosely (`Any`).
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 It sees only the task, the draft and the evidence, in one user message: never the
 transcript that produced the draft, so it cannot be talked into agreeing with it.
 It has no tools.
+
+Rule: a kit over structured output and the engine's drivers; it knows no loop.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from agentloops.engine.effects import Machine
 from agentloops.engine.host import NO_TOOLS as _NO_TOOLS
 from agentloops.errors import check_limits
 from agentloops.events import EventSink
-from agentloops.model import ModelClient, Usage
+from agentloops.model import ModelClient
 from agentloops.structured import structured_machine
+from agentloops.usage import Usage
 
 EVALUATOR_SYSTEM = """You are the evaluator of an agent's draft answer.
 You see the task, the draft and the evidence the draft may rely on, and nothing else. \

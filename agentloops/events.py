@@ -4,6 +4,9 @@ Every loop takes `on_event`, a plain callable that receives each event as it hap
 the thread that runs the loop (the driver brings tool events back from worker threads).
 A sink shared by runs on several threads must be thread-safe (`list.append` is;
 `JSONLSink` takes a lock). Events are built only when someone listens.
+
+Rule: events know the vocabulary below them (usage, errors, messages) and no loop, model,
+tool or store: a plan travels as the pydantic model it is, whichever loop made it.
 """
 
 from __future__ import annotations
@@ -14,15 +17,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agentloops.messages import Block, ToolCall, block_to_dict
-from agentloops.model import Usage
-from agentloops.tools import ToolOutcome
+from agentloops.errors import RecordWriteError
+from agentloops.messages import Block, ToolCall, ToolOutcome, block_to_dict
+from agentloops.usage import Usage
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from agentloops._plan_schema import Plan
-    from agentloops._rewoo_schema import ReWOOPlan
+    import pydantic
+
+LOOPS = ("react", "rewoo", "plan_execute", "router", "evaluator", "structured", "text")
+"""Every name an event's `loop` may carry (besides "" on a delta straight from a client):
+the three loops, the router and the evaluator, and `ask_structured` / `ask_text` called on
+their own (a loop that calls them passes its own name)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -30,8 +37,9 @@ class Event:
     """Fields every event carries."""
 
     loop: str = ""
-    """Which loop emitted it: "react", "rewoo", "plan_execute", "router", "evaluator"
-    ("" on a delta straight from a model client, before a driver stamps it)."""
+    """Which loop emitted it: one of `LOOPS` ("react", "rewoo", "plan_execute", "router",
+    "evaluator", "structured", "text"), or "" on a delta straight from a model client,
+    before a driver stamps it."""
     run_id: str = ""
     """Identifies one run; nested runs (a Plan-and-Execute step) have their own."""
     at: float = field(default_factory=time.perf_counter)
@@ -83,8 +91,8 @@ class ToolCallFinished(Event):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class PlanMade(Event):
-    plan: ReWOOPlan | Plan
-    """The validated plan."""
+    plan: pydantic.BaseModel
+    """The validated plan: a `ReWOOPlan` (loop "rewoo") or a `Plan` ("plan_execute")."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -190,7 +198,12 @@ class JSONLSink:
         self._file = JSONLFile(self.path)
 
     def __call__(self, event: Event) -> None:
-        self._file.append(event_to_dict(event))
+        from agentloops._jsonl import WriteFailed
+
+        try:
+            self._file.append(event_to_dict(event))
+        except WriteFailed as exc:
+            raise RecordWriteError(str(exc), path=self.path, errno=exc.errno) from exc.__cause__
 
     def close(self) -> None:
         self._file.close()

@@ -1,7 +1,9 @@
-"""Messages and their content blocks: the transcript every loop and provider shares.
+"""Messages and their content blocks: the transcript every loop and provider shares, and
+`ToolOutcome`, what one tool call produced (the text a `ToolResult` carries back).
 
 Blocks are frozen dataclasses. Providers convert them to and from the wire; thinking
-blocks are opaque here and go back to the provider exactly as they came.
+blocks are opaque here and go back to the provider exactly as they came. Rule: this
+module knows no model, tool, loop or store (only `errors`, below it).
 """
 
 from __future__ import annotations
@@ -98,6 +100,15 @@ class Message:
         return [b for b in self.content if type(b) is ToolResult]
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolOutcome:
+    """What one tool call produced: the text the model sees, and whether it failed."""
+
+    content: str
+    is_error: bool = False
+    seconds: float = 0.0
+
+
 # -- building records on the hot path -----------------------------------------------------
 # Calling a frozen dataclass sets each field through object.__setattr__, and on Python 3.11
 # calling any class with a Python __init__ goes through a slow generic slot: together about
@@ -108,6 +119,7 @@ class Message:
 _new = object.__new__
 _result_slots = tuple(ToolResult.__dict__[name].__set__ for name in ToolResult.__slots__)
 _message_slots = tuple(Message.__dict__[name].__set__ for name in Message.__slots__)
+_outcome_slots = tuple(ToolOutcome.__dict__[name].__set__ for name in ToolOutcome.__slots__)
 
 
 def _tool_result(call_id: str, content: str, is_error: bool) -> ToolResult:
@@ -127,6 +139,17 @@ def _user_turn(content: tuple[Block, ...]) -> Message:
     set_role(turn, "user")
     set_content(turn, content)
     return turn
+
+
+def _outcome(content: str, is_error: bool, seconds: float) -> ToolOutcome:
+    """`ToolOutcome(content=..., is_error=..., seconds=...)`, built for the hot path (every
+    tool call)."""
+    outcome: ToolOutcome = _new(ToolOutcome)
+    set_content, set_error, set_seconds = _outcome_slots
+    set_content(outcome, content)
+    set_error(outcome, is_error)
+    set_seconds(outcome, seconds)
+    return outcome
 
 
 def block_to_dict(block: Block) -> dict[str, Any]:

@@ -2,6 +2,9 @@
 
 Every provider (Claude, an OpenAI-compatible server, a test fake) implements
 `ModelClient.complete`. Loops never see a provider's wire format.
+
+Rule: the vocabulary below it (messages, events, usage) and nothing above: no tool, provider
+or loop.
 """
 
 from __future__ import annotations

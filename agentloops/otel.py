@@ -7,6 +7,8 @@ tool failed). Needs the `otel` extra; nothing else in agentloops imports this mo
 
 Only names, ids, counts and outcomes are recorded: no prompts, tool arguments or tool
 outputs (where secrets would be), and this module never sees an API key or a header.
+
+Rule: a kit; it knows events and the model boundary's records, and no loop, driver or store.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from agentloops.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from agentloops.model import Usage
+from agentloops.usage import Usage
 
 _OK_RUNS = frozenset({"answered", "approval_required"})
 """Every other stop reason (any loop's) marks the run span as an error."""

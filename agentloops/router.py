@@ -2,6 +2,8 @@
 
 A router must always answer: output that does not validate, or a route that does not
 exist, falls back to the default route, and the decision says it did.
+
+Rule: a kit over structured output and the engine's drivers; it knows no loop.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from agentloops.engine.effects import Machine
 from agentloops.engine.host import NO_TOOLS as _NO_TOOLS
 from agentloops.errors import ConfigurationError, ModelOutputError, check_limits
 from agentloops.events import EventSink
-from agentloops.model import ModelClient, Usage
+from agentloops.model import ModelClient
 from agentloops.structured import structured_machine
+from agentloops.usage import Usage
 
 ROUTER_SYSTEM = """You are the router of an agent system.
 Read the task and pick the one route, from the list you are given, that should handle \

@@ -3,18 +3,22 @@
 Every loop fills its plans, routes and verdicts through `ask_structured`, so a
 malformed answer is handled the same way everywhere: the validation errors go back
 to the model, a bounded number of times, then `ModelOutputError` with the last raw output.
+
+Rule: above the engine, below the loops: loops call it, it knows none of them, and providers
+never import it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar
+from typing import Generic, Literal, TypeVar
 
 import pydantic
 
+from agentloops._json_text import json_in
+from agentloops._validation import field_errors
 from agentloops.engine import sync
 from agentloops.engine.effects import CallModel, Machine
 from agentloops.engine.host import NO_TOOLS as _NO_TOOLS
@@ -27,21 +31,17 @@ from agentloops.model import (
     ModelRequest,
     ModelResponse,
     OutputSchema,
-    Usage,
     answer_stop,
 )
-from agentloops.tools import field_errors
+from agentloops.usage import Usage
 
 T = TypeVar("T", bound=pydantic.BaseModel)
 
-_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 _CUT_OFF = (
     "your reply was cut off by the output limit before the JSON was complete; "
     "reply again with a shorter JSON object"
 )
 EMPTY_NUDGE = "Your reply was empty. Answer now."
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_CONTROL = re.compile(r"[\x00-\x1f]")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -242,37 +242,6 @@ def _parse(schema: type[T], response: ModelResponse) -> T:
     if not text:
         raise ValueError("the reply held no JSON")
     return schema.model_validate_json(text)
-
-
-def json_in(text: str) -> str:
-    """The JSON in a model's reply: the reply itself, a fenced block, or the span from the
-    first "{" to the last "}" ("" when an object is opened but never closed).
-
-    A raw control character inside a string (small models write real newlines there) is
-    escaped, so the result parses.
-    """
-    text = text.strip()
-    fenced = _FENCE.match(text)
-    if fenced:
-        text = fenced.group(1)
-    elif not text.startswith("{") and "{" in text:
-        text = text[text.index("{") : text.rfind("}") + 1]
-    if _CONTROL.search(text) is None:
-        return text
-    return _STRING.sub(lambda s: _CONTROL.sub(_escaped, s.group()), text)
-
-
-def _escaped(char: re.Match[str]) -> str:
-    return json.dumps(char.group())[1:-1]  # "\n", "\t", or "\u001b"
-
-
-def parse_json(text: str) -> Any:
-    """The JSON value in a model's reply, or None when there is none: a provider fills
-    `ModelResponse.output` with it, and `ask_structured` sends the problem back."""
-    try:
-        return json.loads(json_in(text))
-    except ValueError:
-        return None
 
 
 def _errors(exc: Exception) -> str:

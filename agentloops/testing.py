@@ -14,6 +14,8 @@ Examples:
     >>> model = ScriptedModel([use_tools(("add", {"a": 2, "b": 3})), "5"])
     >>> ReActLoop(model, [add]).run("What is 2 + 3?").answer
     '5'
+
+Rule: a kit; test doubles know the model boundary and the vocabulary, and no loop or driver.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ from agentloops.messages import (
     ToolCall,
     validate_transcript,
 )
-from agentloops.model import ModelRequest, ModelResponse, StopReason, Usage
+from agentloops.model import ModelRequest, ModelResponse, StopReason
+from agentloops.usage import Usage
 
 __all__ = [
     "FunctionModel",

@@ -2,6 +2,8 @@
 
 `Usage` splits input into uncached, cache-read and cache-write tokens, the split that
 correct pricing needs.
+
+Rule: it imports nothing from agentloops.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from functools import partial
 from machine import describe
 
 from agentloops import ReWOOPipeline, ReWOOPlan, ToolRegistry, tool
-from agentloops._placeholders import substitute
+from agentloops.rewoo._placeholders import substitute
 from agentloops.testing import ScriptedModel
 
 WORKERS = 20  # as wide as any plan here, so the critical path is reachable

@@ -1,4 +1,4 @@
-"""A second process for tests/test_market_analyst_leases.py: it holds a Market Analyst run,
+"""A second process for tests/examples/test_market_analyst_leases.py: it holds a Market Analyst run,
 or works on a trade until a chosen model call, where it stops and waits to be killed.
 
     python tests/_analyst_worker.py hold STATE_DIR RUN_ID TTL

@@ -100,3 +100,52 @@ def test_tool_calls_and_lists_in_events_are_dumped():
     ]
     replanned = event_to_dict(Replanned(loop="rewoo", run_id="r", attempt=1, problems=["x", "y"]))
     assert replanned["problems"] == ["x", "y"]
+
+
+def test_every_loop_name_an_event_carries_is_listed() -> None:
+    """`events.LOOPS` names every `loop` an event may carry: the three loops, the router, the
+    evaluator, and `ask_structured` / `ask_text` called on their own."""
+    import pydantic
+
+    from agentloops import (
+        Evaluator,
+        PlanAndExecute,
+        ReActLoop,
+        ReWOOPipeline,
+        Router,
+        ask_structured,
+        ask_text,
+    )
+    from agentloops.events import LOOPS
+    from agentloops.testing import FunctionModel, respond, respond_structured
+
+    class Answer(pydantic.BaseModel):
+        text: str
+
+    def reply(request):
+        schema = request.output.name if request.output is not None else ""
+        if schema == "Answer":
+            return respond_structured({"text": "yes"})
+        if schema == "ReWOOPlan":
+            steps = [{"step_id": "#E1", "description": "d", "tool_name": "echo",
+                      "tool_args": {"text": "x"}}]  # fmt: skip
+            return respond_structured({"steps": steps})
+        if schema == "Plan":
+            return respond_structured({"steps": [{"step_number": 1, "description": "d"}]})
+        if schema == "RouteChoice":
+            return respond_structured({"route": "a", "reasoning": "r"})
+        if schema == "_Reply":
+            return respond_structured({"verdict": "pass", "reasons": ["fine"]})
+        return respond("done")
+
+    seen: list[str] = []
+    model = FunctionModel(reply)
+    sink = lambda e: seen.append(e.loop)  # noqa: E731
+    ask_structured(model, Answer, "q?", on_event=sink)
+    ask_text(model, "q?", on_event=sink)
+    ReActLoop(model, [echo], on_event=sink).run("q?")
+    ReWOOPipeline(model, [echo], on_event=sink).run("q?")
+    PlanAndExecute(model, [echo], on_event=sink).run("q?")
+    Router(model, {"a": "route a"}, default="a", on_event=sink).route("q?")
+    Evaluator(model, on_event=sink).evaluate("q?", "draft")
+    assert set(seen) == set(LOOPS)

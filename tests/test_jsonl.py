@@ -178,7 +178,7 @@ def test_a_sink_writes_what_json_cannot_hold(tmp_path):
         sink(PlanMade(loop="x", run_id="r", plan=ReWOOPlan(steps=[])))
     first, second, third = lines_of(path)
     assert first["args"] == {"s": LONE}
-    assert second["plan"].startswith("{'odd': <test_jsonl.Unprintable object at")
+    assert second["plan"].startswith(f"{{'odd': <{__name__}.Unprintable object at")
     assert second["plan"].endswith(", 'k': {(1,): 2}}")
     assert third["plan"] == {"steps": []}
 

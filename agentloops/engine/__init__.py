@@ -18,4 +18,7 @@ Examples:
     ...     result = done.value
     >>> result.answer, result.stop_reason
     ('Hello.', 'answered')
+
+Rule: the engine knows the vocabulary, tools and the stores (the run store, checkpoints),
+and no loop: the loops import it.
 """

@@ -1,13 +1,16 @@
-"""Outcomes as JSON records for a run's journal, and back: exactly what a machine was sent."""
+"""Outcomes as JSON records for a run's journal, and back: exactly what a machine was sent.
+
+Rule: pure functions over the vocabulary's records; no store, no driver.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
 
-from agentloops.messages import message_from_dict, message_to_dict
-from agentloops.model import ModelResponse, Usage
-from agentloops.tools import ToolOutcome
+from agentloops.messages import ToolOutcome, message_from_dict, message_to_dict
+from agentloops.model import ModelResponse
+from agentloops.usage import Usage
 
 
 def response_to_dict(response: ModelResponse) -> dict[str, Any]:

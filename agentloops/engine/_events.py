@@ -1,12 +1,15 @@
 """What both drivers share: the events they make around the effects they perform, and
-the plain effects they perform alike."""
+the plain effects they perform alike.
+
+Rule: no I/O and no decision: it builds events and performs the plain effects.
+"""
 
 from __future__ import annotations
 
 from agentloops.engine.effects import CallModel, Save, StartTool
 from agentloops.events import ModelCallFinished, ModelCallStarted, ToolCallFinished, ToolCallStarted
+from agentloops.messages import ToolOutcome
 from agentloops.model import ModelResponse
-from agentloops.tools import ToolOutcome
 
 
 def model_started(e: CallModel) -> ModelCallStarted:

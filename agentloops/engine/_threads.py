@@ -5,6 +5,8 @@ keeps a process alive long after Ctrl-C. These threads are daemons: an interrupt
 leaves its unfinished calls behind and the process can end. Idle threads are reused and
 leave after a minute without work. A forked child starts with none (its parent's
 threads do not come along).
+
+Rule: threads only; it knows no effect, tool or loop.
 """
 
 from __future__ import annotations

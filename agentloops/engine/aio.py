@@ -5,6 +5,8 @@ client with only `complete` runs in a worker thread. Tool calls await the regist
 `acall`: an `async def` tool runs on the loop, a sync one in a thread. Cancelling the
 task that drives a run cancels the model call and the tool calls in flight, closes the
 machine, and lets `CancelledError` propagate.
+
+Rule: a driver performs effects and decides nothing; it knows no loop.
 """
 
 from __future__ import annotations
@@ -32,8 +34,9 @@ from agentloops.engine.effects import (
 from agentloops.engine.host import ToolHost
 from agentloops.errors import ModelError
 from agentloops.events import Event, EventSink
+from agentloops.messages import ToolOutcome
 from agentloops.model import ModelResponse
-from agentloops.tools import ToolOutcome, with_call_key
+from agentloops.tools import with_call_key
 
 
 @dataclass(frozen=True, slots=True)

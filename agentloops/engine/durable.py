@@ -13,6 +13,8 @@ waiting for a person; or "failed": an operator's error) until someone decides
 (`resume(run_id, {call_id: True})` runs it again, `False` records it as not run). That
 decision is its own record (`DOUBT`), apart from an approval of the same call: a "yes"
 to running a call once is not a "yes" to running it a second time.
+
+Rule: it wraps any machine; it knows the journal's records, never a loop or a backend.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ from agentloops.engine.effects import (
 )
 from agentloops.errors import AgentLoopsError, CallInDoubt, CheckpointError
 from agentloops.journal import Entry, JournalRecord
-from agentloops.tools import ToolOutcome, ToolRegistry
+from agentloops.messages import ToolOutcome
+from agentloops.tools import ToolRegistry
 
 FORMAT = 1
 """The journal layout this version writes (`meta["format"]`); a newer one is refused."""

@@ -16,6 +16,8 @@ journal of them.
 | `Save`      | stores a checkpoint                               | `None`                       |
 | `Journal`   | appends records to a durable run's journal        | `None`                       |
 | `Emit`      | hands the event to the sink                       | `None`                       |
+
+Rule: records only: no driver, no loop, no I/O.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Where a loop's tool calls run: its registry, and optionally an executor (ReWOO's)."""
+"""Where a loop's tool calls run: its registry, and optionally an executor (ReWOO's).
+
+Rule: it knows tools and executors, and no loop.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +12,8 @@ from typing import Any
 
 from agentloops._pickling import ensure_picklable, pickler_for
 from agentloops.engine.effects import StartTool
-from agentloops.tools import _CALL_KEY, ToolOutcome, ToolRegistry, with_call_key
+from agentloops.messages import ToolOutcome
+from agentloops.tools import _CALL_KEY, ToolRegistry, with_call_key
 
 
 @dataclass(frozen=True, slots=True)

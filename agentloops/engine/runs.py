@@ -1,6 +1,9 @@
 """What every run shares, written once for all loops: the running totals, the model call
 that adds to them, and the run's life (start and finish events, the partial result
-attached to a failure)."""
+attached to a failure).
+
+Rule: shared by the loops' machines; no I/O, and no loop's own decisions.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +13,9 @@ from typing import Any, Protocol, TypeVar
 from agentloops.engine.effects import CallModel, Emit, Machine, NextTool, StartTool
 from agentloops.errors import AgentLoopsError
 from agentloops.events import RunFinished, RunStarted
-from agentloops.messages import ToolCall
-from agentloops.model import ModelClient, ModelRequest, ModelResponse, Usage
-from agentloops.tools import ToolOutcome
+from agentloops.messages import ToolCall, ToolOutcome
+from agentloops.model import ModelClient, ModelRequest, ModelResponse
+from agentloops.usage import Usage
 
 
 class RunRecord(Protocol):

@@ -6,33 +6,44 @@ A run is driven by one holder at a time. `begin` creates the run holding its lea
 when, while another holder drives it), records the decisions it was given, and reads the
 journal to replay. Every journal write names the lease, so a holder that lost it (it
 stalled past the expiry and the run was taken over) writes nothing and stops.
+
+Rule: this module holds runs, it does not drive them (`agentloops.engine.runner` does),
+and knows no loop.
 """
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from agentloops.engine import streams, sync
 from agentloops.engine.durable import DOUBT, FORMAT, journaled
-from agentloops.engine.effects import CallModel, Machine, NextTool, R, StartTool, call_key
+from agentloops.engine.effects import Machine, R, call_key
 from agentloops.engine.host import ToolHost
-from agentloops.errors import AgentLoopsError, CallInDoubt, CheckpointError, ConfigurationError
-from agentloops.events import Event, EventSink
-from agentloops.journal import Entry, JournalRecord, Lease, RunInfo, RunStore
+from agentloops.errors import CheckpointError, ConfigurationError
+from agentloops.journal.records import Entry, JournalRecord, Lease, RunInfo, RunStore
 from agentloops.messages import ToolCall
 
 
 @dataclass(frozen=True, slots=True)
 class Durability:
-    """What a loop was given to make its runs durable."""
+    """What a loop was given to make its runs durable (each lease's holder id is the
+    store's default: unique per acquisition)."""
 
     store: RunStore
     lease_ttl: float = 30.0
-    holder: str | None = None
+
+
+class Hold(Protocol):
+    """An opened run, held while it is driven: a `Session`, or a plain run's stand-in."""
+
+    meta: dict[str, Any]
+
+    def journaled(self, machine: Machine[R], host: ToolHost) -> Machine[R]: ...
+    def __enter__(self) -> Hold: ...
+    def __exit__(self, *exc: object) -> None: ...
+    async def __aenter__(self) -> Hold: ...
+    async def __aexit__(self, *exc: object) -> None: ...
 
 
 class Session:
@@ -77,7 +88,7 @@ class Session:
 def begin(d: Durability, *, kind: str, run_id: str, meta: Mapping[str, Any]) -> Session:
     """Create the run, holding its lease (`RunExists` when the id is taken)."""
     full = {"format": FORMAT, **meta}
-    lease = d.store.start(run_id, kind=kind, ttl=d.lease_ttl, holder=d.holder, meta=full)
+    lease = d.store.start(run_id, kind=kind, ttl=d.lease_ttl, meta=full)
     return Session(d.store, lease, full, [])
 
 
@@ -94,8 +105,8 @@ def reopen(
     """
     store = d.store
     info = store.run_info(run_id)
-    _check_kind(info, kind, run_id)
-    lease = store.acquire(run_id, ttl=d.lease_ttl, holder=d.holder)
+    check_kind(info, kind, run_id)
+    lease = store.acquire(run_id, ttl=d.lease_ttl)
     try:
         past = store.read(run_id)
         entries = _decision_records(run_id, past, decisions, lease) if decisions else []
@@ -156,34 +167,37 @@ def _decision_records(
     return entries
 
 
-class _Plain(Session):
-    """A run that is not durable: nothing journaled, no lease."""
+class _Plain:
+    """A run that is not durable: nothing journaled, no lease (a `Hold` like `Session`)."""
+
+    __slots__ = ("meta",)
 
     def __init__(self) -> None:
-        self.meta = {}
+        self.meta: dict[str, Any] = {}  # a plain run keeps nothing with it
 
     def journaled(self, machine: Machine[R], host: ToolHost) -> Machine[R]:
         return machine
 
-    def __enter__(self) -> Session:
+    def __enter__(self) -> _Plain:
         return self
 
     def __exit__(self, *exc: object) -> None:
         pass
 
-    async def __aenter__(self) -> Session:
+    async def __aenter__(self) -> _Plain:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         pass
 
 
-def plain() -> Session:
+def plain() -> Hold:
     """The opener of a run with no store."""
     return _Plain()
 
 
-def _check_kind(info: RunInfo, kind: str, run_id: str) -> None:
+def check_kind(info: RunInfo, kind: str, run_id: str) -> None:
+    """Refuse a run of another loop, or one journaled in a newer format."""
     version = info.meta.get("format")
     if info.kind != kind:
         raise CheckpointError(f"run {run_id!r} is a {info.kind} run, not {kind}", run_id=run_id)
@@ -193,109 +207,3 @@ def _check_kind(info: RunInfo, kind: str, run_id: str) -> None:
             f"to {FORMAT}: upgrade agentloops to resume it",
             run_id=run_id,
         )
-
-
-class _Frontier(AgentLoopsError):
-    """The journal ran out: what comes next would be new work."""
-
-
-def _nowhere(entries: list[Entry], status: str | None) -> None:
-    """A status read writes nothing."""
-
-
-def status(d: Durability | None, kind: str, run_id: str, make: Make[R], host: ToolHost) -> R:
-    """A journaled run's result as far as its journal goes, calling no model or tool and
-    taking no lease: a paused or finished run's own result, or, for a run that stopped
-    part-way (or is being driven now), its partial result with stop reason "running".
-
-    Raises:
-        ConfigurationError: the loop has no store.
-        RunNotFound, CheckpointError: no such run, or another loop's or a newer one.
-    """
-    if d is None:
-        raise ConfigurationError("a run's status by its id needs a store: give the loop store=")
-    info = d.store.run_info(run_id)
-    _check_kind(info, kind, run_id)
-    past = d.store.read(run_id)
-    machine = journaled(make(dict(info.meta)), past, _nowhere, host.registry)
-    outcome: Any = None
-    error: Exception | None = None
-    try:
-        while True:
-            effect = machine.send(outcome) if error is None else machine.throw(error)
-            outcome, error = None, None
-            if type(effect) in (CallModel, StartTool, NextTool):
-                error = _Frontier(f"run {run_id!r} goes on from here")
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
-    except (_Frontier, CallInDoubt) as stopped:  # stopped part-way: say how far it got
-        partial: R = dataclasses.replace(stopped.result, stop_reason="running", detail="")
-        return partial
-
-
-# -- drivers over a session -----------------------------------------------------------------
-
-Opener = Callable[[], Session]
-Make = Callable[[dict[str, Any]], Machine[R]]
-
-
-def starting(
-    d: Durability | None, kind: str, run_id: str, meta: Mapping[str, Any], machine: Machine[R]
-) -> tuple[Opener, Make[R]]:
-    """How a loop starts `machine`: plainly, or (with a store) as a new durable run."""
-    if d is None:
-        return plain, lambda _: machine
-    return (lambda: begin(d, kind=kind, run_id=run_id, meta=meta)), lambda _: machine
-
-
-def resuming(
-    d: Durability | None,
-    kind: str,
-    run_id: str,
-    decisions: Mapping[str, bool] | None,
-    make: Make[R],
-) -> tuple[Opener, Make[R]]:
-    """How a loop resumes run `run_id` from its store: `make(meta)` builds the machine the
-    journal is replayed into.
-
-    Raises:
-        ConfigurationError: the loop has no store.
-    """
-    if d is None:
-        raise ConfigurationError("resuming a run by its id needs a store: give the loop store=")
-    return (lambda: reopen(d, kind=kind, run_id=run_id, decisions=decisions)), make
-
-
-def run(open_: Opener, make: Make[R], host: ToolHost, on_event: EventSink | None) -> R:
-    with open_() as session:
-        return sync.run(session.journaled(make(session.meta), host), host, on_event)
-
-
-async def arun(open_: Opener, make: Make[R], host: ToolHost, on_event: EventSink | None) -> R:
-    import asyncio
-
-    from agentloops.engine import aio
-
-    session = await asyncio.to_thread(open_)
-    async with session:
-        return await aio.run(session.journaled(make(session.meta), host), host, on_event)
-
-
-def stream(
-    open_: Opener, make: Make[R], host: ToolHost, on_event: EventSink | None
-) -> Iterator[Event | R]:
-    with open_() as session:
-        yield from streams.stream(session.journaled(make(session.meta), host), host, on_event)
-
-
-async def astream(
-    open_: Opener, make: Make[R], host: ToolHost, on_event: EventSink | None
-) -> AsyncIterator[Event | R]:
-    import asyncio
-
-    session = await asyncio.to_thread(open_)
-    async with session:
-        items = streams.astream(session.journaled(make(session.meta), host), host, on_event)
-        async with contextlib.aclosing(items):  # type: ignore[type-var]
-            async for item in items:
-                yield item

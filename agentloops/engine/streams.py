@@ -6,6 +6,8 @@ its `ToolCallFinished`, and calls of one turn may interleave; `RunFinished` is t
 event, then the result. Stopping early (closing the iterator, or leaving an
 `async with aclosing(...)` block) ends the run: no further model or tool call starts, and
 a call in flight is abandoned (an async one is cancelled).
+
+Rule: a driver's iterator face; it decides nothing and knows no loop.
 """
 
 from __future__ import annotations

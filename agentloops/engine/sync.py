@@ -5,6 +5,8 @@ parallel tool calls on daemon threads (or on an executor the loop was given).
 the events to a sink, `stream` (in `agentloops.engine.streams`) yields them. Events from
 tool threads come back to this thread before they are handed on, so a sink never needs
 to be thread-safe.
+
+Rule: a driver performs effects and decides nothing; it knows no loop.
 """
 
 from __future__ import annotations
@@ -31,8 +33,9 @@ from agentloops.engine.effects import (
 )
 from agentloops.engine.host import ToolHost
 from agentloops.events import Event, EventSink
+from agentloops.messages import ToolOutcome
 from agentloops.model import ModelResponse
-from agentloops.tools import _CALL_KEY, ToolOutcome, with_call_key
+from agentloops.tools import _CALL_KEY, with_call_key
 
 Events = Generator[Event, None, R]
 

@@ -2,6 +2,8 @@
 
 The backends differ in how they lock and where their clock is; the decisions (is this
 lease current, who holds this run, what to say about it) are made here, once.
+
+Rule: what the backends share; it knows the records and errors, and no driver or loop.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from agentloops.errors import (
     RunNotFound,
     StoreError,
 )
-from agentloops.journal import Entry, JournalRecord, Lease, RunInfo
+from agentloops.journal.records import Entry, JournalRecord, Lease, RunInfo
 
 SCHEMA_VERSION = 1
 """The table layout the SQL stores write (row `journal` of `agentloops_schema`)."""

@@ -3,6 +3,8 @@
 A forked or spawned child must not use its parent's connection, so the connection is
 opened again whenever the process id changed (or the connection broke); pickling a store
 sends only its settings, and the receiver opens its own.
+
+Rule: connections only; it knows no record, lease rule or driver.
 """
 
 from __future__ import annotations

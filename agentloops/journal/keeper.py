@@ -3,6 +3,8 @@
 Renewal is what keeps a long model or tool call from losing the run; noticing a failed
 renewal is what lets the driver stop before it does work it can no longer record.
 Fencing does not depend on the keeper: a write under a lost lease fails anyway.
+
+Rule: it knows a `RunStore` and its `Lease`, and no driver or loop.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Callable
 from types import TracebackType
 
 from agentloops.errors import ConfigurationError, LeaseLost, StoreError
-from agentloops.journal import Lease, RunStore
+from agentloops.journal.records import Lease, RunStore
 
 
 class LeaseKeeper:

@@ -2,6 +2,8 @@
 
 Records are kept as JSON text, so a read never aliases what was appended, and every
 method holds one lock, so threads see the same lease rules the SQL stores enforce.
+
+Rule: a backend knows `records` and `_base`, never the journal's facade, a driver or a loop.
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from agentloops.errors import RunExists
-from agentloops.journal import JournalRecord, Lease, RunInfo
 from agentloops.journal._base import (
     NewRecord,
     StoreBase,
@@ -27,6 +28,7 @@ from agentloops.journal._base import (
     utc,
     utc_or_none,
 )
+from agentloops.journal.records import JournalRecord, Lease, RunInfo
 
 
 @dataclass

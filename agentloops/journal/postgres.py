@@ -4,6 +4,9 @@ Lease times come from the database server's clock (`clock_timestamp()`), never f
 client's, and each fenced write is one statement that locks the run's row, checks the
 lease and writes: a take-over (which bumps the epoch under the same row lock) either
 happens before it, and the write finds its epoch gone, or after it has committed.
+
+Rule: a backend knows `records`, `_base` and `_connection`, never the journal's facade, a
+driver or a loop.
 """
 
 from __future__ import annotations
@@ -15,7 +18,6 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from agentloops.errors import RunExists, StoreError
-from agentloops.journal import JournalRecord, Lease, RunInfo
 from agentloops.journal._base import (
     SCHEMA_VERSION,
     NewRecord,
@@ -30,6 +32,7 @@ from agentloops.journal._base import (
     run_info,
 )
 from agentloops.journal._connection import ConnectionPerProcess
+from agentloops.journal.records import JournalRecord, Lease, RunInfo
 
 if TYPE_CHECKING:  # pragma: no cover
     import psycopg

@@ -3,6 +3,9 @@
 WAL (readers never block the writer), a busy timeout, and `BEGIN IMMEDIATE` around every
 fenced write: the lease check and the write happen under SQLite's one write lock, so no
 other process can take the run over in between. Times are this machine's clock.
+
+Rule: a backend knows `records`, `_base` and `_connection`, never the journal's facade, a
+driver or a loop.
 """
 
 from __future__ import annotations
@@ -16,7 +19,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agentloops.errors import ConfigurationError, RunExists, StoreError
-from agentloops.journal import JournalRecord, Lease, RunInfo
 from agentloops.journal._base import (
     SCHEMA_VERSION,
     NewRecord,
@@ -33,6 +35,7 @@ from agentloops.journal._base import (
     utc_or_none,
 )
 from agentloops.journal._connection import ConnectionPerProcess
+from agentloops.journal.records import JournalRecord, Lease, RunInfo
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS agentloops_schema ("

@@ -1,5 +1,7 @@
 """The SDK clients behind an `AnthropicModel`: built with credentials checked up front,
 one kind built from the other's settings, and those credentials kept out of errors.
+
+Rule: no request or reply logic here; the SDK is imported only when a client is built.
 """
 
 from __future__ import annotations

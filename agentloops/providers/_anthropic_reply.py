@@ -4,6 +4,8 @@ Pydantic models of the Messages API reply (only what agentloops reads) turn a bo
 the wrong shape into a `ModelError` naming the bad fields. `Turn` holds the decisions
 of one assistant turn (continue a `pause_turn`, merge the parts, map the stop reason),
 shared by the plain, async and streaming calls, which only send and receive.
+
+Rule: pure functions over the SDK's reply; no HTTP, no loop.
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ from typing import Annotated, Any, Literal
 import pydantic
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
+from agentloops._json_text import parse_json
+from agentloops._validation import field_errors
 from agentloops.errors import ModelError
 from agentloops.messages import Block, Message, RedactedThinking, Text, Thinking, ToolCall
-from agentloops.model import ModelResponse, StopReason, Usage
-from agentloops.structured import parse_json
-from agentloops.tools import field_errors
+from agentloops.model import ModelResponse, StopReason
+from agentloops.usage import Usage
 
 STOP_REASONS: dict[str, StopReason] = {
     "end_turn": "end_turn",

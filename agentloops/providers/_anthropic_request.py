@@ -3,6 +3,8 @@
 A loop sends the same growing transcript every step, so its wire form is kept between
 calls and only the new messages are converted; each thread and each asyncio task keeps
 its own (a context variable), so concurrent runs on one model never mix.
+
+Rule: no I/O; it knows the vocabulary only.
 """
 
 from __future__ import annotations

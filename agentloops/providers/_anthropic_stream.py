@@ -4,6 +4,8 @@ plain call returns, checked by the same models.
 
 A stream that ends before `message_stop`, or sends an `error` event, is a `ModelError`:
 nothing, and no tool call in particular, is taken from a partial reply.
+
+Rule: no I/O and no loop; the caller feeds it events.
 """
 
 from __future__ import annotations

@@ -1,10 +1,13 @@
 """Carry out a plan of attempts: one blocking driver, one async; the plan decides, they do I/O.
 
-A plan is a generator (see `OpenAICompatModel._attempts`) that yields `Send` (post this
-body) or `Wait` (sleep this long) and is sent back each answer: the `httpx.Response`
-(its body read, also for a stream that failed), or the transport error raised instead.
+A plan (`Attempts`, not `Plan`: that is Plan-and-Execute's) is a generator (see
+`OpenAICompatModel._attempts`) that yields `Send` (post this body) or `Wait` (sleep this
+long) and is sent back each answer: the `httpx.Response` (its body read, also for a stream
+that failed), or the transport error raised instead.
 It returns the first good response. So retrying and adapting are written once, and these
 two functions are the only difference between the sync and the async paths.
+
+Rule: the only I/O of the OpenAI-compatible client; it decides nothing.
 """
 
 from __future__ import annotations
@@ -29,11 +32,11 @@ class Wait:
     seconds: float
 
 
-Plan = Generator["Send | Wait", "httpx.Response | Exception | None", "httpx.Response"]
+Attempts = Generator["Send | Wait", "httpx.Response | Exception | None", "httpx.Response"]
 
 
 def drive(
-    plan: Plan,
+    plan: Attempts,
     client: httpx.Client,
     sleep: Callable[[float], object],
     errors: tuple[type[Exception], ...],
@@ -56,7 +59,7 @@ def drive(
 
 
 async def adrive(
-    plan: Plan,
+    plan: Attempts,
     client: httpx.AsyncClient,
     sleep: Callable[[float], Awaitable[object]],
     errors: tuple[type[Exception], ...],

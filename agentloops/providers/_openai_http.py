@@ -4,6 +4,8 @@ The sync, async and streaming calls of `OpenAICompatModel` all decide with these
 status is worth a retry and how long to wait, whether an error body says the server refused
 one of our parameters (then the request is adapted and sent again, spending no retry), and
 what to quote from an error body.
+
+Rule: no I/O and no state.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ ignored). A 200 reply of another shape (a message that is a string, a token coun
 not a number, a text part whose text is null) is a `ModelError` that names the field, never
 an `AttributeError` from deep inside. Streaming assembles its chunks into the same reply
 shape, so `complete` and `stream` share `parse_completion`.
+
+Rule: pure functions over the reply's JSON; no HTTP, no loop.
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ from typing import Any
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentloops._json_text import parse_json
+from agentloops._validation import field_errors
 from agentloops.errors import ModelError
 from agentloops.messages import Message, Text, ToolCall
-from agentloops.model import ModelResponse, StopReason, Usage
-from agentloops.structured import parse_json
-from agentloops.tools import INVALID_ARGUMENTS, field_errors
+from agentloops.model import ModelResponse, StopReason
+from agentloops.tools import INVALID_ARGUMENTS
+from agentloops.usage import Usage
 
 _FINISH: dict[str, StopReason] = {
     "stop": "end_turn",

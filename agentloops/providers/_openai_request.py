@@ -4,6 +4,8 @@ Structured output has three mechanisms, because servers offer different ones:
 `"json_schema"` (OpenAI, vLLM, Ollama, llama.cpp's `llama-server`), `"json_object"` with a
 `schema` beside it (llama-cpp-python's server enforces that schema with a grammar), and
 `"prompt"` (the schema in the system prompt, for servers with neither).
+
+Rule: no I/O; it knows the vocabulary only.
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ argument fragments by index, and at the end gives the reply in the shape of a
 non-streaming body, so the final `ModelResponse` comes from the same `parse_completion`
 as `complete`'s. A stream that stops before its end is a `ModelError`: nothing is ever
 built from a partial tool call.
+
+Rule: no I/O and no loop; the caller feeds it chunks.
 """
 
 from __future__ import annotations

@@ -4,6 +4,9 @@ plain or streamed, sync or async.
 The SDK (the `anthropic` extra) is imported when an `AnthropicModel` is built, never at
 `import agentloops`. Requests are built in `_anthropic_request`, replies checked and
 merged in `_anthropic_reply` and `_anthropic_stream`; this module only sends.
+
+Rule: a provider knows the vocabulary and tools, never the engine, structured output or a
+loop.
 """
 
 from __future__ import annotations

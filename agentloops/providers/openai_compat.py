@@ -7,6 +7,9 @@ server refuses a parameter, and says when to wait and retry. A sync and an async
 (`_openai_drivers`) carry it out. Request bodies are built in `_openai_request`, replies
 checked and parsed in `_openai_reply`, streams assembled in `_openai_stream`.
 httpx is imported when a client is built, not when agentloops is.
+
+Rule: a provider knows the vocabulary and tools, never the engine, structured output or a
+loop.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from agentloops.events import Delta
 from agentloops.messages import ToolCall
 from agentloops.model import ModelRequest, ModelResponse
 from agentloops.providers import _openai_http as http
-from agentloops.providers._openai_drivers import Plan, Send, Wait, adrive, drive
+from agentloops.providers._openai_drivers import Attempts, Send, Wait, adrive, drive
 from agentloops.providers._openai_reply import parse_arguments, parse_completion
 from agentloops.providers._openai_request import FALLBACK, Mechanism, request_body
 from agentloops.providers._openai_stream import StreamAssembler
@@ -234,7 +237,7 @@ class OpenAICompatModel:
 
     # -- the plan of attempts, and its two drivers ---------------------------------------
 
-    def _attempts(self, request: ModelRequest, *, stream: bool) -> Plan:
+    def _attempts(self, request: ModelRequest, *, stream: bool) -> Attempts:
         """Send, read the answer, adapt or wait; returns the first good answer.
 
         A refused parameter (decided from the error body, whatever the status) changes
@@ -286,10 +289,10 @@ class OpenAICompatModel:
         self._mechanism = FALLBACK[mechanism]  # this server lacks it: stop asking
         return True
 
-    def _drive(self, plan: Plan) -> httpx.Response:
+    def _drive(self, plan: Attempts) -> httpx.Response:
         return drive(plan, self._http, self._sleep, self._transport_errors)
 
-    async def _adrive(self, plan: Plan) -> httpx.Response:
+    async def _adrive(self, plan: Attempts) -> httpx.Response:
         client = self._async_client()
         return await adrive(plan, client, self._pause, self._transport_errors)
 

@@ -1,0 +1,216 @@
+"""The loop runner: how every loop's runs start, resume, report their status and are driven,
+plain or durable, on this thread or the event loop, streamed or not.
+
+A loop hands the runner an `Opening`: a new run (`fresh`), a journaled run to reopen by its
+id (`journaled`), or one to resume from what the caller holds (`local`). The runner picks
+the run id (`new_run_id`: the one rule), opens the run (a plain one, or a `Session` holding
+its lease), builds the loop's machine and drives it with `sync`, `aio` or `streams`.
+
+Rule: the runner knows no loop's decisions (the loops' machines do), and holds no lease
+itself (`session` does).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from typing import Any, Generic
+
+from agentloops.engine import session, streams, sync
+from agentloops.engine.durable import journaled
+from agentloops.engine.effects import CallModel, Machine, NextTool, R, StartTool
+from agentloops.engine.host import ToolHost
+from agentloops.errors import AgentLoopsError, CallInDoubt, ConfigurationError
+from agentloops.events import Event, EventSink
+from agentloops.journal.records import Entry, RunStore
+
+Opener = Callable[[], session.Hold]
+Make = Callable[[dict[str, Any]], Machine[R]]
+"""Builds the machine from the run's stored meta (`{}` for a plain run)."""
+Opening = Callable[[bool], tuple[Opener, Make[R]]]
+"""How to open one run, given whether someone observes it (a sink, or a stream)."""
+Build = Callable[[str, bool], Machine[R]]
+"""A new run's machine, from its run id and whether it is observed."""
+Rebuild = Callable[[dict[str, Any], str, bool], Machine[R]]
+"""A journaled run's machine, from its stored meta, its run id and whether it is observed."""
+
+
+def new_run_id() -> str:
+    """A fresh run id (twelve hex digits): every loop's, when the caller gives none."""
+    return os.urandom(6).hex()
+
+
+class Runner(Generic[R]):
+    """The drivers of one loop's runs.
+
+    Args:
+        kind: the loop's name, stored with each durable run (`RunInfo.kind`).
+        store: a `RunStore` to journal runs in, or `None` for plain runs.
+        lease_ttl: seconds a durable run's lease lasts without renewal.
+
+    It holds no reference to its loop (a copied or pickled loop gets a runner of its own):
+    each call is given what it needs, the `ToolHost` a run's tool calls go to included.
+    """
+
+    __slots__ = ("durability", "kind")
+
+    def __init__(self, kind: str, store: RunStore | None, lease_ttl: float):
+        self.kind = kind
+        self.durability = session.Durability(store, lease_ttl) if store is not None else None
+
+    # -- openings --------------------------------------------------------------------
+
+    def fresh(
+        self, build: Build[R], run_id: str | None, meta: Callable[[], Mapping[str, Any]]
+    ) -> Opening[R]:
+        """A new run under `run_id` (or a new one): journaled, with `meta()` kept in its
+        header, when the loop has a store (`RunExists` if the id is taken)."""
+        run_id = run_id or new_run_id()
+        d = self.durability
+
+        def opening(observed: bool) -> tuple[Opener, Make[R]]:
+            machine = build(run_id, observed)  # built first: a bad task raises before a write
+            if d is None:  # no meta to build: the common, quick way
+                return session.plain, lambda _: machine
+            kind = self.kind
+            return (lambda: session.begin(d, kind=kind, run_id=run_id, meta=meta())), (
+                lambda _: machine
+            )
+
+        return opening
+
+    def journaled(
+        self, run_id: str, decisions: Mapping[str, bool] | None, rebuild: Rebuild[R]
+    ) -> Opening[R]:
+        """A journaled run, reopened under its lease with `decisions` recorded first; its
+        journal is replayed into the machine `rebuild` makes from the run's stored meta.
+
+        Raises:
+            ConfigurationError: the loop has no store.
+        """
+        d = self._needs_store("resuming a run by its id")
+        kind = self.kind
+
+        def opening(observed: bool) -> tuple[Opener, Make[R]]:
+            def make(meta: dict[str, Any]) -> Machine[R]:
+                return rebuild(meta, run_id, observed)
+
+            return (lambda: session.reopen(d, kind=kind, run_id=run_id, decisions=decisions)), make
+
+        return opening
+
+    @staticmethod
+    def local(build: Callable[[bool], Machine[R]]) -> Opening[R]:
+        """A run resumed from what the caller holds (a paused result, a checkpoint), with
+        no store: `build(observed)` makes its machine."""
+
+        def opening(observed: bool) -> tuple[Opener, Make[R]]:
+            machine = build(observed)
+            return session.plain, lambda _: machine
+
+        return opening
+
+    # -- drivers ---------------------------------------------------------------------
+
+    @staticmethod
+    def run(opening: Opening[R], host: ToolHost, on_event: EventSink | None) -> R:
+        """Drive the run here to its result, handing every event to `on_event`."""
+        open_, make = opening(on_event is not None)
+        with open_() as held:
+            return sync.run(held.journaled(make(held.meta), host), host, on_event)
+
+    @staticmethod
+    async def arun(opening: Opening[R], host: ToolHost, on_event: EventSink | None) -> R:
+        """`run` on the event loop (the run is opened, and its lease taken, in a thread)."""
+        import asyncio
+
+        from agentloops.engine import aio
+
+        open_, make = opening(on_event is not None)
+        held = await asyncio.to_thread(open_)
+        async with held:
+            return await aio.run(held.journaled(make(held.meta), host), host, on_event)
+
+    @staticmethod
+    def stream(
+        opening: Opening[R], host: ToolHost, on_event: EventSink | None
+    ) -> Iterator[Event | R]:
+        """Every event as it happens, then the result; the run opens on the first `next`."""
+        open_, make = opening(True)
+        return _stream(open_, make, host, on_event)
+
+    @staticmethod
+    def astream(
+        opening: Opening[R], host: ToolHost, on_event: EventSink | None
+    ) -> AsyncIterator[Event | R]:
+        """`stream` on the event loop."""
+        open_, make = opening(True)
+        return _astream(open_, make, host, on_event)
+
+    def status(self, run_id: str, rebuild: Rebuild[R], host: ToolHost) -> R:
+        """A journaled run's result as far as its journal goes, calling no model or tool and
+        taking no lease: a paused or finished run's own result, or, for a run that stopped
+        part-way (or is being driven now), its partial result with stop reason "running".
+
+        Raises:
+            ConfigurationError: the loop has no store.
+            RunNotFound, CheckpointError: no such run, or another loop's or a newer one.
+        """
+        d = self._needs_store("a run's status by its id")
+        info = d.store.run_info(run_id)
+        session.check_kind(info, self.kind, run_id)
+        past = d.store.read(run_id)
+        machine = rebuild(dict(info.meta), run_id, False)
+        return _replayed(journaled(machine, past, _nowhere, host.registry), run_id)
+
+    def _needs_store(self, what: str) -> session.Durability:
+        if self.durability is None:
+            raise ConfigurationError(f"{what} needs a store: give the loop store=")
+        return self.durability
+
+
+def _stream(
+    open_: Opener, make: Make[R], host: ToolHost, on_event: EventSink | None
+) -> Iterator[Event | R]:
+    with open_() as held:
+        yield from streams.stream(held.journaled(make(held.meta), host), host, on_event)
+
+
+async def _astream(
+    open_: Opener, make: Make[R], host: ToolHost, on_event: EventSink | None
+) -> AsyncIterator[Event | R]:
+    import asyncio
+
+    held = await asyncio.to_thread(open_)
+    async with held:
+        items = streams.astream(held.journaled(make(held.meta), host), host, on_event)
+        async with contextlib.aclosing(items):  # type: ignore[type-var]
+            async for item in items:
+                yield item
+
+
+class _Frontier(AgentLoopsError):
+    """The journal ran out: what comes next would be new work."""
+
+
+def _nowhere(entries: list[Entry], status: str | None) -> None:
+    """A status read writes nothing."""
+
+
+def _replayed(machine: Machine[R], run_id: str) -> R:
+    """Run `machine` on its journal alone, up to where new work would start."""
+    outcome: Any = None
+    error: Exception | None = None
+    try:
+        while True:
+            effect = machine.send(outcome) if error is None else machine.throw(error)
+            outcome, error = None, None
+            if type(effect) in (CallModel, StartTool, NextTool):
+                error = _Frontier(f"run {run_id!r} goes on from here")
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    except (_Frontier, CallInDoubt) as stopped:  # stopped part-way: say how far it got
+        partial: R = dataclasses.replace(stopped.result, stop_reason="running", detail="")
+        return partial

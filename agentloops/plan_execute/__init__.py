@@ -1,0 +1,269 @@
+"""Plan-and-Execute: a planner splits the task, each step runs as its own ReAct loop, and a
+reporter writes the answer from the step results.
+
+A step starts from its own text and a digest of earlier findings, never from earlier
+transcripts, so each step's context stays small. With a checkpointer every finished
+step is a resume boundary; the saved state is described in `docs/checkpoints.md`.
+
+`PlanAndExecute` holds the settings and the public methods; the decisions are in
+`plan_execute._machine`, the plan schema in `plan_execute.schema`, the result and saved
+state in `plan_execute.result`, the prompts in `plan_execute.prompts`. Rule: this package
+knows the engine, structured output and `agentloops.react` (each step is a ReAct run: the
+one loop-to-loop edge), and no other loop.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from typing import Any
+
+from agentloops.checkpoint import Checkpointer, MemoryCheckpointer
+from agentloops.engine.effects import Machine
+from agentloops.engine.host import ToolHost
+from agentloops.engine.runner import Opening, Runner
+from agentloops.engine.runs import Clock
+from agentloops.errors import ConfigurationError, check_limits
+from agentloops.events import Event, EventSink
+from agentloops.journal import RunStore
+from agentloops.model import ModelClient
+from agentloops.plan_execute import _machine
+from agentloops.plan_execute.prompts import (
+    EXECUTOR_SYSTEM,
+    PLANNER_SYSTEM,
+    REPLANNER_SYSTEM,
+    REPORTER_SYSTEM,
+)
+from agentloops.plan_execute.result import PlanExecuteResult
+from agentloops.plan_execute.schema import Plan, PlanRevision, PlanStep, plan_problems
+from agentloops.react import ReActLoop
+from agentloops.tools import ApprovalPolicy, Tool, ToolRegistry
+
+__all__ = [
+    "EXECUTOR_SYSTEM",
+    "PLANNER_SYSTEM",
+    "REPLANNER_SYSTEM",
+    "REPORTER_SYSTEM",
+    "Plan",
+    "PlanAndExecute",
+    "PlanExecuteResult",
+    "PlanRevision",
+    "PlanStep",
+    "plan_problems",
+]
+
+
+class PlanAndExecute:
+    """Plan once, run each step as a ReAct loop, report.
+
+    Args:
+        planner: the model that plans (and re-plans).
+        tools: a `ToolRegistry`, or `Tool`s and typed functions, for the steps.
+        executor: the model that runs the steps (default: `planner`); often a cheaper one.
+        reporter: the model that writes the answer (default: `planner`).
+        max_plan_steps: longest plan accepted (including steps added by re-planning).
+        max_step_iterations: model turns per step; a step that uses them all is
+            recorded as incomplete and the run goes on.
+        replan: after each step, ask the replanner whether to revise the remaining
+            steps; an invalid first plan also goes back to the planner with its problems.
+        max_replans: how many revisions (and rejected plans) are allowed in a run.
+        checkpointer: saves the run after the plan and after every finished step, so
+            `resume(run_id)` continues it, in this process or another. Without one,
+            runs are kept in memory until they finish: a paused or failed run can
+            still be resumed in this process.
+        approval: a policy for tool calls in the steps (see `ReActLoop`).
+        on_event: receives this run's events and those of each step's ReAct loop.
+        max_retries: retries for the planner's and replanner's structured output.
+        max_digest_chars: how much of each earlier step's result a step sees.
+        max_tokens: output limit per model call (`None`: the client's default).
+        planner_system: the planner's system prompt (`None`: `PLANNER_SYSTEM`).
+        executor_system: the system prompt of each step's ReAct loop (`None`:
+            `EXECUTOR_SYSTEM`).
+        reporter_system: the reporter's system prompt (`None`: `REPORTER_SYSTEM`).
+        replanner_system: the replanner's system prompt (`None`: `REPLANNER_SYSTEM`).
+        store: a `RunStore`: every outcome is journaled as the run goes, under a lease,
+            and `resume(run_id)` replays it in any process (docs/durability.md); takes the
+            place of a checkpointer.
+        lease_ttl: seconds a run's lease lasts without renewal (renewed while it runs).
+
+    The default prompts are module constants of `agentloops.plan_execute`; read them
+    there, or in docs/plan-and-execute.md.
+    """
+
+    def __init__(
+        self,
+        planner: ModelClient,
+        tools: ToolRegistry | Iterable[Tool | Callable[..., Any]] = (),
+        *,
+        executor: ModelClient | None = None,
+        reporter: ModelClient | None = None,
+        max_plan_steps: int = 8,
+        max_step_iterations: int = 10,
+        replan: bool = False,
+        max_replans: int = 2,
+        checkpointer: Checkpointer | None = None,
+        approval: ApprovalPolicy | None = None,
+        on_event: EventSink | None = None,
+        max_retries: int = 2,
+        max_digest_chars: int = 2000,
+        max_tokens: int | None = None,
+        planner_system: str | None = None,
+        executor_system: str | None = None,
+        reporter_system: str | None = None,
+        replanner_system: str | None = None,
+        store: RunStore | None = None,
+        lease_ttl: float = 30.0,
+    ):
+        check_limits(
+            max_plan_steps=(max_plan_steps, 1),
+            max_step_iterations=(max_step_iterations, 1),
+            max_replans=(max_replans, 0),
+            max_retries=(max_retries, 0),
+            max_digest_chars=(max_digest_chars, 100),
+        )
+        self.planner = planner
+        self.executor = executor if executor is not None else planner
+        self.reporter = reporter if reporter is not None else planner
+        self.step_loop = ReActLoop(
+            self.executor,
+            tools,
+            system=EXECUTOR_SYSTEM if executor_system is None else executor_system,
+            max_steps=max_step_iterations,
+            max_tokens=max_tokens,
+            approval=approval,
+            on_event=on_event,
+        )
+        self.tools = self.step_loop.tools
+        self.max_plan_steps = max_plan_steps
+        self.replan = replan
+        self.max_replans = max_replans
+        if store is not None and checkpointer is not None:
+            raise ConfigurationError("give a store or a checkpointer, not both: a store journals")
+        self.checkpointer = checkpointer
+        self._checkpoints: Checkpointer = checkpointer or MemoryCheckpointer()
+        """Where runs are saved: the checkpointer, or runs in memory until they finish."""
+        self.store = store
+        self._runner: Runner[PlanExecuteResult] = Runner(_machine.LOOP, store, lease_ttl)
+        self.on_event = on_event
+        self.max_retries = max_retries
+        self.max_digest_chars = max_digest_chars
+        self.max_tokens = max_tokens
+        self.planner_system = PLANNER_SYSTEM if planner_system is None else planner_system
+        self.reporter_system = REPORTER_SYSTEM if reporter_system is None else reporter_system
+        self.replanner_system = REPLANNER_SYSTEM if replanner_system is None else replanner_system
+
+    # -- drivers -------------------------------------------------------------------
+
+    def run(self, task: str, *, run_id: str | None = None) -> PlanExecuteResult:
+        """Plan, run every step, report. Stops early only to wait for an approval.
+
+        Raises:
+            ConfigurationError: `run_id` is already saved (resume it instead).
+            RunExists: with a `store`, `run_id` is taken.
+            PlanValidationError: the plan is invalid (and no re-plan is left).
+            AgentLoopsError: a model failure; `.result` holds what finished, and with a
+                checkpointer or a store `resume(run_id)` continues from there.
+        """
+        return self._runner.run(self._fresh(task, run_id), self._host(), self.on_event)
+
+    async def arun(self, task: str, *, run_id: str | None = None) -> PlanExecuteResult:
+        """`run` on the event loop."""
+        return await self._runner.arun(self._fresh(task, run_id), self._host(), self.on_event)
+
+    def stream(
+        self, task: str, *, run_id: str | None = None
+    ) -> Iterator[Event | PlanExecuteResult]:
+        """Every event of the run as it happens (the steps' too, deltas included), then
+        the result."""
+        return self._runner.stream(self._fresh(task, run_id), self._host(), self.on_event)
+
+    def astream(
+        self, task: str, *, run_id: str | None = None
+    ) -> AsyncIterator[Event | PlanExecuteResult]:
+        """`stream` on the event loop."""
+        return self._runner.astream(self._fresh(task, run_id), self._host(), self.on_event)
+
+    def resume(self, run_id: str, decisions: dict[str, bool] | None = None) -> PlanExecuteResult:
+        """Continue a saved run at its first unfinished step.
+
+        A finished run's result comes back without calling any model. A run paused for
+        approval needs `decisions` (call id to approved, as for `ReActLoop.resume`). With
+        a `store`, the journal is replayed (nothing on record runs again) under the run's
+        lease, and the decisions are recorded under it first: exactly once across
+        processes.
+
+        Raises:
+            CheckpointError: no saved run has this id, or its state cannot be read.
+            ConfigurationError: decisions for a run that is not waiting for any, missing
+                decisions for a paused run, or decisions naming calls that are not pending.
+            RunLeased: with a store, another process drives the run now.
+        """
+        return self._runner.run(self._again(run_id, decisions), self._host(), self.on_event)
+
+    async def aresume(
+        self, run_id: str, decisions: dict[str, bool] | None = None
+    ) -> PlanExecuteResult:
+        """`resume` on the event loop."""
+        return await self._runner.arun(self._again(run_id, decisions), self._host(), self.on_event)
+
+    def status(self, run_id: str) -> PlanExecuteResult:
+        """The saved run as a result, without running anything (e.g. to show pending calls).
+
+        With a store it is read from the journal, calling nothing and taking no lease: a
+        run that stopped part-way comes back with stop reason "running"."""
+        if self._runner.durability is None:
+            return _machine.load(self._checkpoints, run_id).result()
+        return self._runner.status(run_id, self._rebuilt, self._host())
+
+    def _fresh(self, task: str, run_id: str | None) -> Opening[PlanExecuteResult]:
+        def build(run_id: str, observed: bool) -> Machine[PlanExecuteResult]:
+            return self.machine(task, run_id=run_id, observed=observed)
+
+        return self._runner.fresh(build, run_id, lambda: {"task": task})
+
+    def _again(self, run_id: str, decisions: dict[str, bool] | None) -> Opening[PlanExecuteResult]:
+        if self._runner.durability is not None:
+            return self._runner.journaled(run_id, decisions, self._rebuilt)
+
+        def build(observed: bool) -> Machine[PlanExecuteResult]:  # the checkpointer's way
+            return self.resume_machine(run_id, decisions, observed=observed)
+
+        return self._runner.local(build)
+
+    def _rebuilt(
+        self, meta: dict[str, Any], run_id: str, observed: bool
+    ) -> Machine[PlanExecuteResult]:
+        return _machine.replayed(self, self._checkpoints, meta["task"], run_id, observed)
+
+    def _host(self) -> ToolHost:
+        return ToolHost(self.tools)
+
+    # -- the machine ----------------------------------------------------------------
+
+    def machine(
+        self,
+        task: str,
+        *,
+        run_id: str | None = None,
+        observed: bool = False,
+        clock: Clock = time.perf_counter,
+    ) -> Machine[PlanExecuteResult]:
+        """The run as a step machine (see `agentloops.engine`). The run id is checked
+        against the checkpointer when this is called."""
+        return _machine.machine(
+            self, self._checkpoints, task, run_id=run_id, observed=observed, clock=clock
+        )
+
+    def resume_machine(
+        self,
+        run_id: str,
+        decisions: dict[str, bool] | None = None,
+        *,
+        observed: bool = False,
+        clock: Clock = time.perf_counter,
+    ) -> Machine[PlanExecuteResult]:
+        """`resume` as a step machine; the saved state is loaded and checked when this is
+        called."""
+        return _machine.resume_machine(
+            self, self._checkpoints, run_id, decisions, observed=observed, clock=clock
+        )

@@ -1,0 +1,313 @@
+"""The Plan-and-Execute step machine: plan, run each step as a ReAct machine, review,
+report, saving the run at every resume boundary.
+
+Rule: no I/O and no driver here; the settings come from the loop (`Settings`), the saved
+state is `result.RunState`, and each step's decisions are ReAct's own machine.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Protocol, TypeVar
+
+import pydantic
+
+from agentloops.checkpoint import Checkpointer
+from agentloops.engine.effects import Emit, Machine, Save
+from agentloops.engine.runner import new_run_id
+from agentloops.engine.runs import Clock, lifecycle
+from agentloops.errors import (
+    AgentLoopsError,
+    ConfigurationError,
+    ModelOutputError,
+    PlanValidationError,
+)
+from agentloops.events import Event, PlanMade, Replanned, StepFinished, StepStarted
+from agentloops.journal import RunStore
+from agentloops.model import ModelClient
+from agentloops.plan_execute.prompts import (
+    planning_prompt,
+    replanning_prompt,
+    report_prompt,
+    step_prompt,
+)
+from agentloops.plan_execute.result import PlanExecuteResult, PlanStopReason, RunState, StepRecord
+from agentloops.plan_execute.schema import Plan, PlanRevision, plan_problems
+from agentloops.react import ReActLoop, ReActResult
+from agentloops.structured import reply_stop, structured_machine, text_machine
+from agentloops.tools import ToolRegistry
+
+LOOP = "plan_execute"
+T = TypeVar("T", bound=pydantic.BaseModel)
+
+
+class Settings(Protocol):
+    """What the machine reads from its loop (a `PlanAndExecute`)."""
+
+    planner: ModelClient
+    reporter: ModelClient
+    step_loop: ReActLoop
+    tools: ToolRegistry
+    max_plan_steps: int
+    replan: bool
+    max_replans: int
+    checkpointer: Checkpointer | None
+    store: RunStore | None
+    max_retries: int
+    max_digest_chars: int
+    max_tokens: int | None
+    planner_system: str
+    reporter_system: str
+    replanner_system: str
+
+
+def machine(
+    p: Settings,
+    checkpoints: Checkpointer,
+    task: str,
+    *,
+    run_id: str | None,
+    observed: bool,
+    clock: Clock = time.perf_counter,
+) -> Machine[PlanExecuteResult]:
+    """A new run (see `PlanAndExecute.machine`); the run id is checked against
+    `checkpoints` now."""
+    run_id = run_id or new_run_id()
+    if p.store is None and checkpoints.load(run_id) is not None:
+        raise ConfigurationError(f"run {run_id!r} already exists; resume it or pick another")
+    run = _Run(p, checkpoints, RunState(run_id=run_id, task=task), observed, clock)
+
+    def body() -> Machine[PlanExecuteResult]:
+        yield run.save()  # a crash while planning stays resumable
+        return (yield from run.steps(None))
+
+    return run.lifecycle(body())
+
+
+def replayed(
+    p: Settings, checkpoints: Checkpointer, task: str, run_id: str, observed: bool
+) -> Machine[PlanExecuteResult]:
+    """The machine a journaled run's journal is replayed into (no first save: the journal
+    holds the run)."""
+    run = _Run(p, checkpoints, RunState(run_id=run_id, task=task), observed, time.perf_counter)
+    return run.lifecycle(run.steps(None))
+
+
+def resume_machine(
+    p: Settings,
+    checkpoints: Checkpointer,
+    run_id: str,
+    decisions: dict[str, bool] | None,
+    *,
+    observed: bool,
+    clock: Clock = time.perf_counter,
+) -> Machine[PlanExecuteResult]:
+    """A saved run, continued (see `PlanAndExecute.resume_machine`); the saved state is
+    loaded and checked now."""
+    state = load(checkpoints, run_id)
+    if state.stop_reason not in ("running", "approval_required"):
+        if decisions:
+            raise ConfigurationError(f"run {run_id!r} is finished; nothing waits for approval")
+        return _done(state.result())
+    resume_step = None
+    if state.paused is None:
+        if decisions:
+            raise ConfigurationError(f"run {run_id!r} is not waiting for approval")
+    else:
+        pending = sorted(c.id for c in state.paused.pending_approvals)
+        if decisions is None or sorted(decisions) != pending:
+            got = sorted(decisions or {})
+            raise ConfigurationError(
+                f"run {run_id!r} waits for decisions on calls {pending}, got {got}"
+            )
+        resume_step = p.step_loop.resume_machine(
+            state.paused, decisions, parent_run_id=run_id, observed=observed, clock=clock
+        )
+    run = _Run(p, checkpoints, state, observed, clock)
+    return run.lifecycle(run.steps(resume_step))
+
+
+def load(checkpoints: Checkpointer, run_id: str) -> RunState:
+    """A saved run's state (`CheckpointError` when there is none, or it cannot be read)."""
+    return RunState.from_dict(run_id, checkpoints.load(run_id))
+
+
+class _Run:
+    """One run's machine: its settings, where it saves, its state, and how it is watched."""
+
+    def __init__(
+        self, p: Settings, checkpoints: Checkpointer, state: RunState, observed: bool, clock: Clock
+    ):
+        self.p = p
+        self.checkpoints = checkpoints
+        self.state = state
+        self.observed = observed
+        self.clock = clock
+
+    def steps(self, resume_step: Machine[ReActResult] | None) -> Machine[PlanExecuteResult]:
+        """Plan if there is no plan yet, run the steps in order (reviewing the rest when
+        asked), then report. A paused step ends the run, saved, until it resumes."""
+        state, clock = self.state, self.clock
+        if not state.plan.steps:
+            yield from self._make_plan()
+        while (i := state.next_step()) is not None:
+            step_started = clock()
+            if resume_step is not None:  # the paused step continues first
+                react = yield from resume_step
+                resume_step = None
+            elif self._review_due(i):
+                yield from self._revise(i)
+                continue
+            else:
+                react = yield from self._run_step(i)
+            state.record(i, react)
+            yield self.save()
+            if state.paused is not None:
+                return (yield from self._finish())
+            if self.observed:
+                record = state.steps[i]
+                yield self._event(
+                    StepFinished,
+                    step_id=str(state.plan.steps[i].step_number),
+                    ok=record.status == "done",
+                    seconds=clock() - step_started,
+                    summary=record.result[:200],
+                )
+        yield from self._report()
+        yield self.save()
+        return (yield from self._finish())
+
+    def _make_plan(self) -> Machine[None]:
+        p, state = self.p, self.state
+        prompt = planning_prompt(state.task, p.tools, p.max_plan_steps)
+        while True:
+            plan = yield from self._ask(Plan, prompt, p.planner_system)
+            problems = plan_problems(plan, max_steps=p.max_plan_steps)
+            if not problems:
+                break
+            if not p.replan or state.replans >= p.max_replans:
+                raise PlanValidationError(problems, plan=plan)
+            state.replans += 1
+            if self.observed:
+                yield self._event(Replanned, attempt=state.replans, problems=problems)
+            prompt = planning_prompt(
+                state.task, p.tools, p.max_plan_steps, rejected=(plan, problems)
+            )
+        state.plan = Plan(steps=sorted(plan.steps, key=lambda s: s.step_number))
+        state.steps = [StepRecord() for _ in plan.steps]
+        yield self.save()
+        if self.observed:
+            yield self._event(PlanMade, plan=state.plan)
+
+    def _run_step(self, i: int) -> Machine[ReActResult]:
+        state = self.state
+        step = state.plan.steps[i]
+        if self.observed:
+            yield self._event(
+                StepStarted, step_id=str(step.step_number), description=step.description
+            )
+        prompt = step_prompt(state, i, self.p.max_digest_chars)
+        return (
+            yield from self.p.step_loop.machine(
+                prompt,
+                run_id=f"{state.run_id}.{step.step_number}",
+                parent_run_id=state.run_id,
+                observed=self.observed,
+                clock=self.clock,
+            )
+        )
+
+    def _review_due(self, i: int) -> bool:
+        p, state = self.p, self.state
+        return p.replan and state.replans < p.max_replans and state.reviewed + 1 < i
+
+    def _revise(self, i: int) -> Machine[None]:
+        """Ask the replanner about the steps from `i` on; a valid revision replaces them."""
+        p, state = self.p, self.state
+        prompt = replanning_prompt(state, i, p.max_digest_chars)
+        revision = yield from self._ask(PlanRevision, prompt, p.replanner_system)
+        state.reviewed = i - 1
+        if revision.revise:
+            notes = state.revise(i, revision, max_steps=p.max_plan_steps)
+            if self.observed:
+                yield self._event(Replanned, attempt=state.replans, problems=notes)
+        yield self.save()
+
+    def _report(self) -> Machine[None]:
+        p, state = self.p, self.state
+        response, calls = yield from text_machine(
+            p.reporter,
+            report_prompt(state),
+            system=p.reporter_system,
+            max_tokens=p.max_tokens,
+            loop=LOOP,
+            run_id=state.run_id,
+            step=state.model_calls,
+        )
+        state.spend(response.usage, calls)
+        state.answer = response.message.text
+        state.stop_reason = reply_stop(response)
+        state.detail = f"reporter stop_reason={response.stop_reason}"
+        if state.stop_reason == "empty":
+            state.detail = "the reporter's reply was empty twice"
+
+    def _finish(self) -> Machine[PlanExecuteResult]:
+        state = self.state
+        if self.p.checkpointer is None and state.paused is None:
+            # Without a checkpointer only pauses stay.
+            yield Save(self.checkpoints, state.run_id, None)
+        return state.result()
+
+    def _ask(self, schema: type[T], prompt: str, system: str) -> Machine[T]:
+        p, state = self.p, self.state
+        reply = yield from structured_machine(
+            p.planner,
+            schema,
+            prompt,
+            system=system,
+            max_retries=p.max_retries,
+            max_tokens=p.max_tokens,
+            loop=LOOP,
+            run_id=state.run_id,
+        )
+        state.spend(reply.usage, reply.model_calls)
+        return reply.value
+
+    def lifecycle(self, body: Machine[PlanExecuteResult]) -> Machine[PlanExecuteResult]:
+        state = self.state
+
+        def partial(exc: AgentLoopsError) -> PlanExecuteResult:
+            """What finished, attached to a failure; the state stays saved (in memory too,
+            without a checkpointer), so `resume` continues."""
+            if isinstance(exc, ModelOutputError):
+                state.spend(exc.usage, exc.model_calls)
+            i = state.next_step()
+            if isinstance(exc.result, ReActResult) and i is not None:  # the step that failed
+                step = state.steps[i]
+                step.usage, step.model_calls = exc.result.usage, exc.result.model_calls
+                step.tool_calls = exc.result.tool_calls
+            stop: PlanStopReason = (
+                "invalid_plan" if isinstance(exc, PlanValidationError) else "error"
+            )
+            return state.result(stop_reason=stop, detail=f"{type(exc).__name__}: {exc}")
+
+        return lifecycle(
+            body,
+            loop=LOOP,
+            run_id=state.run_id,
+            observed=self.observed,
+            clock=self.clock,
+            partial=partial,
+        )
+
+    def save(self) -> Save:
+        return Save(self.checkpoints, self.state.run_id, self.state.to_dict())
+
+    def _event(self, kind: type[Event], **fields: Any) -> Emit:
+        return Emit(kind(loop=LOOP, run_id=self.state.run_id, **fields))
+
+
+def _done(result: PlanExecuteResult) -> Machine[PlanExecuteResult]:
+    """A machine with nothing to do: a finished run's saved result."""
+    return result
+    yield  # pragma: no cover  (makes this a generator)

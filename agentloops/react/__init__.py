@@ -1,0 +1,273 @@
+"""ReAct: the model decides after every observation.
+
+`ReActLoop` holds a run's settings and its public methods; the decisions live once, in the
+step machine (`react._machine`), and the runner (`agentloops.engine.runner`) drives it,
+plain or durable, on this thread or the event loop. `ReActResult` is in `react.result`.
+Rule: this package knows the engine and the vocabulary below it, and no other loop.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+from agentloops.engine.effects import Machine
+from agentloops.engine.host import ToolHost
+from agentloops.engine.runner import Opening, Runner
+from agentloops.engine.runs import Clock
+from agentloops.errors import check_limits
+from agentloops.events import Event, EventSink
+from agentloops.journal import RunStore
+from agentloops.messages import Message, message_from_dict, message_to_dict
+from agentloops.model import ModelClient
+from agentloops.react import _machine
+from agentloops.react.result import ReActResult, ReActStopReason
+from agentloops.tools import ApprovalPolicy, Tool, ToolRegistry
+
+__all__ = ["ReActLoop", "ReActResult", "ReActStopReason"]
+
+
+class ReActLoop:
+    """Reason, act, observe: one model call per step until the model answers.
+
+    Args:
+        model: any `ModelClient`.
+        tools: a `ToolRegistry`, or `Tool`s and typed functions.
+        system: the system prompt.
+        max_steps: model turns allowed before the run stops with `"max_steps"`.
+        max_parallel_tools: how many tool calls of one turn run at once.
+        max_total_tokens: stop with `"budget"` before a call once this many tokens are spent.
+        max_repeats: stop with `"stalled"` when the same calls get the same results this
+            many turns in a row, or a cycle of two or three turns repeats this many times
+            (`None` turns the guard off).
+        answer_at_limit: at the step limit, make one last call with tools disabled so the
+            run ends with an answer (its `stop_reason` stays `"max_steps"`).
+        max_tokens: output limit per model call (`None`: the client's default).
+        approval: decides each call: "allow", "deny" or "ask". A tool whose
+            `requires_approval` says so for the call's arguments (`Tool.needs_approval`)
+            always asks unless the policy denies it: deny beats ask beats allow.
+        on_event: receives every `Event`.
+        max_calls_per_turn: calls beyond this many in one turn are not run; each gets an
+            error result saying why, so the model can ask for fewer.
+        max_tool_calls: tool calls allowed in the whole run; a turn that would go past it
+            is not run and the run stops with `"max_tool_calls"` (`None`: no limit).
+        store: a `RunStore` (`agentloops.journal`): each run is journaled as it goes, driven
+            under a lease, and `resume(run_id)` continues it in any process. See
+            docs/durability.md.
+        lease_ttl: seconds a run's lease lasts without renewal (renewed while it runs).
+
+    Examples:
+        >>> from agentloops.testing import ScriptedModel
+        >>> ReActLoop(ScriptedModel(["Paris."]), []).run("Capital of France?").answer
+        'Paris.'
+    """
+
+    def __init__(
+        self,
+        model: ModelClient,
+        tools: ToolRegistry | Iterable[Tool | Callable[..., Any]] = (),
+        *,
+        system: str = "",
+        max_steps: int = 20,
+        max_parallel_tools: int = 8,
+        max_total_tokens: int | None = None,
+        max_repeats: int | None = 3,
+        answer_at_limit: bool = False,
+        max_tokens: int | None = None,
+        approval: ApprovalPolicy | None = None,
+        on_event: EventSink | None = None,
+        max_calls_per_turn: int = 64,
+        max_tool_calls: int | None = None,
+        store: RunStore | None = None,
+        lease_ttl: float = 30.0,
+    ):
+        check_limits(
+            max_steps=(max_steps, 1),
+            max_parallel_tools=(max_parallel_tools, 1),
+            max_total_tokens=(max_total_tokens, 1),
+            max_repeats=(max_repeats, 2),
+            max_calls_per_turn=(max_calls_per_turn, 1),
+            max_tool_calls=(max_tool_calls, 1),
+        )
+        self.model = model
+        self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
+        self.system = system
+        self.max_steps = max_steps
+        self.max_parallel_tools = max_parallel_tools
+        self.max_total_tokens = max_total_tokens
+        self.max_repeats = max_repeats
+        self.answer_at_limit = answer_at_limit
+        self.max_tokens = max_tokens
+        self.approval = approval
+        self.on_event = on_event
+        self.max_calls_per_turn = max_calls_per_turn
+        self.max_tool_calls = max_tool_calls
+        self.store = store
+        self._tool_host = ToolHost(self.tools)
+        self._runner: Runner[ReActResult] = Runner(_machine.LOOP, store, lease_ttl)
+
+    # -- drivers ---------------------------------------------------------------------
+
+    def run(
+        self,
+        task: str | Sequence[Message],
+        *,
+        run_id: str | None = None,
+        parent_run_id: str | None = None,
+    ) -> ReActResult:
+        """Run until an answer or a stop. `task` is a question, or a transcript ending on a
+        user turn (for example an earlier result's `messages` plus a new question).
+        `parent_run_id` names the run this one is part of (it goes on `RunStarted`).
+
+        With a `store`, the run is journaled under `run_id` as it goes (`RunExists` if the
+        id is taken), so `resume(run_id)` continues it in any process."""
+        return self._runner.run(
+            self._fresh(task, run_id, parent_run_id), self._host(), self.on_event
+        )
+
+    async def arun(
+        self,
+        task: str | Sequence[Message],
+        *,
+        run_id: str | None = None,
+        parent_run_id: str | None = None,
+    ) -> ReActResult:
+        """`run` on the event loop: async clients and tools are awaited, sync ones run in
+        worker threads. Cancelling the task cancels the model call and the tool calls in
+        flight; the events already emitted (and, with a store, the journal) say what ran."""
+        return await self._runner.arun(
+            self._fresh(task, run_id, parent_run_id), self._host(), self.on_event
+        )
+
+    def stream(
+        self, task: str | Sequence[Message], *, run_id: str | None = None
+    ) -> Iterator[Event | ReActResult]:
+        """Every event of the run as it happens, text and tool-call deltas included, then
+        the `ReActResult`. Stopping early (closing the iterator) ends the run."""
+        return self._runner.stream(self._fresh(task, run_id, None), self._host(), self.on_event)
+
+    def astream(
+        self, task: str | Sequence[Message], *, run_id: str | None = None
+    ) -> AsyncIterator[Event | ReActResult]:
+        """`stream` on the event loop."""
+        return self._runner.astream(self._fresh(task, run_id, None), self._host(), self.on_event)
+
+    def resume(
+        self,
+        result: ReActResult | str,
+        decisions: dict[str, bool] | None = None,
+        *,
+        parent_run_id: str | None = None,
+    ) -> ReActResult:
+        """Continue a paused run: from its `ReActResult`, or by its run id with a `store`.
+
+        `decisions` maps each pending call id to True (run it, exactly as shown) or False
+        (deny it: the model gets an error result saying so). From a result, a pause resumes
+        once per process, whichever loop object resumes it. By run id, the decisions are
+        recorded in the store under the run's lease before anything runs, so of two
+        processes approving the same pause, one runs the call and the other gets
+        `RunLeased` or, once the first is done, the same result.
+
+        Raises:
+            ConfigurationError: the result is not paused, a decision names no pending call,
+                a pending call has no decision, a decision is not a bool, or this pause was
+                already resumed.
+            RunLeased: (by run id) another process drives the run now.
+        """
+        return self._runner.run(
+            self._again(result, decisions, parent_run_id), self._host(), self.on_event
+        )
+
+    async def aresume(
+        self,
+        result: ReActResult | str,
+        decisions: dict[str, bool] | None = None,
+        *,
+        parent_run_id: str | None = None,
+    ) -> ReActResult:
+        """`resume` on the event loop."""
+        opening = self._again(result, decisions, parent_run_id)
+        return await self._runner.arun(opening, self._host(), self.on_event)
+
+    def status(self, run_id: str) -> ReActResult:
+        """A journaled run's result as far as its journal goes (needs a `store`), calling
+        nothing and taking no lease: a paused run lists its pending calls; a run that
+        stopped part-way has stop reason "running"."""
+        return self._runner.status(run_id, self._rebuilt, self._host())
+
+    def _fresh(
+        self, task: str | Sequence[Message], run_id: str | None, parent_run_id: str | None
+    ) -> Opening[ReActResult]:
+        def build(run_id: str, observed: bool) -> Machine[ReActResult]:
+            return self.machine(task, run_id=run_id, parent_run_id=parent_run_id, observed=observed)
+
+        def meta() -> dict[str, Any]:
+            stored = task if isinstance(task, str) else [message_to_dict(m) for m in task]
+            return {"task": stored, "parent_run_id": parent_run_id}
+
+        return self._runner.fresh(build, run_id, meta)
+
+    def _again(
+        self,
+        result: ReActResult | str,
+        decisions: dict[str, bool] | None,
+        parent_run_id: str | None,
+    ) -> Opening[ReActResult]:
+        if isinstance(result, str):
+            return self._runner.journaled(result, decisions, self._rebuilt)
+
+        def build(observed: bool) -> Machine[ReActResult]:
+            return self.resume_machine(
+                result, decisions or {}, parent_run_id=parent_run_id, observed=observed
+            )
+
+        return self._runner.local(build)
+
+    def _rebuilt(self, meta: dict[str, Any], run_id: str, observed: bool) -> Machine[ReActResult]:
+        """The machine a journaled run's journal is replayed into."""
+        task = meta["task"]
+        task = task if isinstance(task, str) else [message_from_dict(m) for m in task]
+        parent = meta.get("parent_run_id")
+        return self.machine(task, run_id=run_id, parent_run_id=parent, observed=observed)
+
+    def _host(self) -> ToolHost:
+        host = self._tool_host  # one per loop, not per run
+        if host.registry is not self.tools:  # `tools` was replaced since
+            host = self._tool_host = ToolHost(self.tools)
+        return host
+
+    # -- the machine -----------------------------------------------------------------
+
+    def machine(
+        self,
+        task: str | Sequence[Message],
+        *,
+        run_id: str | None = None,
+        parent_run_id: str | None = None,
+        observed: bool = False,
+        clock: Clock = time.perf_counter,
+    ) -> Machine[ReActResult]:
+        """The run as a step machine, for a driver (or a test) to perform: it yields
+        effects (`agentloops.engine.effects`) and returns the `ReActResult`.
+
+        `observed` makes it emit events; `clock` times the run for `RunFinished`.
+        """
+        return _machine.machine(
+            self, task, run_id=run_id, parent_run_id=parent_run_id, observed=observed, clock=clock
+        )
+
+    def resume_machine(
+        self,
+        result: ReActResult,
+        decisions: dict[str, bool],
+        *,
+        parent_run_id: str | None = None,
+        observed: bool = False,
+        clock: Clock = time.perf_counter,
+    ) -> Machine[ReActResult]:
+        """`resume` as a step machine (see `machine`). The pause is checked, and marked
+        as resumed, when this is called."""
+        return _machine.resume_machine(
+            self, result, decisions, parent_run_id=parent_run_id, observed=observed, clock=clock
+        )

@@ -1,0 +1,400 @@
+"""The ReAct step machine: every decision a ReAct run makes, and nothing else.
+
+One model call per step; the tool calls of a turn run concurrently and their results go
+back in one user message, in the order asked. The machine stops on an answer, at a hard
+step limit, on a spent token budget, when the model repeats itself, or when a tool call
+needs a human. Rule: no I/O and no driver here (the runner and drivers do that); the
+settings come from the loop (`Settings`), the state from `Run`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from agentloops.engine.effects import CallModel, Decide, Emit, Machine, NextTool, StartTool
+from agentloops.engine.runner import new_run_id
+from agentloops.engine.runs import Clock, Totals, call_model, lifecycle, run_tools
+from agentloops.errors import AgentLoopsError, ConfigurationError
+from agentloops.events import ApprovalRequested
+from agentloops.messages import (
+    Message,
+    Text,
+    ToolCall,
+    ToolOutcome,
+    ToolResult,
+    _tool_result,
+    _user_turn,
+    validate_transcript,
+)
+from agentloops.model import ModelClient, ModelRequest, answer_stop
+from agentloops.react._resumed import check_resumable
+from agentloops.react._stall import stall_detail, stalled, window
+from agentloops.react.result import ReActResult, ReActStopReason
+from agentloops.tools import ApprovalPolicy, ToolRegistry
+
+LOOP = "react"
+_CUT = "not run: your reply was cut off by the output limit before this call was complete"
+_REFUSED = "not run: the reply that asked for this call was a refusal"
+_NO_TOOLS = "not run: tools are disabled for this final answer"
+_DENIED = "denied: this call was not approved, so it did not run"
+_FINAL = "The step limit is reached. Answer now from what you have; no more tools."
+_NUDGE = "Your reply was empty. Answer the task, or call a tool."
+
+
+class Settings(Protocol):
+    """What the machine reads from its loop (a `ReActLoop`), at every step."""
+
+    model: ModelClient
+    tools: ToolRegistry
+    system: str
+    max_steps: int
+    max_parallel_tools: int
+    max_total_tokens: int | None
+    max_repeats: int | None
+    answer_at_limit: bool
+    max_tokens: int | None
+    approval: ApprovalPolicy | None
+    max_calls_per_turn: int
+    max_tool_calls: int | None
+
+
+class Run:
+    """A run's state, as its machine changes it (a plain class: one is built per run)."""
+
+    __slots__ = ("messages", "nudged", "run_id", "seen_ids", "steps", "totals", "turns")
+
+    def __init__(
+        self,
+        messages: list[Message],
+        run_id: str,
+        max_repeats: int | None,
+        totals: Totals | None = None,
+        steps: int = 0,
+    ):
+        self.messages = messages
+        self.run_id = run_id
+        self.totals = totals or Totals()
+        self.steps = steps
+        # Call ids already used (a task's lone user turn has none: no walk for it).
+        self.seen_ids = {c.id for m in messages for c in m.tool_calls} if messages[1:] else set()
+        self.turns = window(max_repeats)  # the stall guard's last turns
+        self.nudged = False
+
+
+def machine(
+    loop: Settings,
+    task: str | Sequence[Message],
+    *,
+    run_id: str | None,
+    parent_run_id: str | None,
+    observed: bool,
+    clock: Clock = time.perf_counter,
+) -> Machine[ReActResult]:
+    """A new run as a step machine (see `ReActLoop.machine`)."""
+    if isinstance(task, str):
+        messages = [_user_turn((Text(task),))]
+    else:
+        messages = list(task)
+        validate_transcript(messages)
+        if messages[-1].role != "user":
+            raise ConfigurationError("a transcript passed to run() must end on a user turn")
+    # By position: on Python 3.11 a class call with keywords costs a third more.
+    run = Run(messages, run_id or new_run_id(), loop.max_repeats)
+    return _lifecycle(run, steps(loop, run, observed), observed, clock, parent_run_id)
+
+
+def resume_machine(
+    loop: Settings,
+    result: ReActResult,
+    decisions: dict[str, bool],
+    *,
+    parent_run_id: str | None,
+    observed: bool,
+    clock: Clock = time.perf_counter,
+) -> Machine[ReActResult]:
+    """A paused run, resumed with `decisions`, as a step machine (see
+    `ReActLoop.resume_machine`). The pause is checked, and marked as resumed, now."""
+    pending = check_resumable(result, decisions)
+    run = Run(
+        messages=list(result.messages),
+        run_id=result.run_id,
+        max_repeats=loop.max_repeats,
+        totals=Totals(
+            usage=result.usage, model_calls=result.model_calls, tool_calls=result.tool_calls
+        ),
+        steps=result.steps,
+    )
+
+    def finish_turn() -> Machine[ReActResult]:
+        decided, _ = yield from _act(loop, run, pending, _decided(decisions))
+        done = {r.call_id: r for r in (*result.held_results, *decided)}
+        turn = result.messages[-1].tool_calls
+        results = [done[c.id] for c in turn]
+        run.messages.append(Message("user", tuple(results)))
+        stalled(run.turns, loop.max_repeats, turn, results)  # counts from here: a pause resets it
+        return (yield from steps(loop, run, observed))
+
+    return _lifecycle(run, finish_turn(), observed, clock, parent_run_id)
+
+
+def _lifecycle(
+    run: Run,
+    body: Machine[ReActResult],
+    observed: bool,
+    clock: Clock,
+    parent_run_id: str | None,
+) -> Machine[ReActResult]:
+    def partial(exc: AgentLoopsError) -> ReActResult:
+        return exc.result or _result(run, "error", f"{type(exc).__name__}: {exc}")
+
+    return lifecycle(
+        body,
+        loop=LOOP,
+        run_id=run.run_id,
+        observed=observed,
+        clock=clock,
+        partial=partial,
+        parent_run_id=parent_run_id,
+    )
+
+
+def steps(loop: Settings, run: Run, observed: bool) -> Machine[ReActResult]:
+    """Model turns until the run answers or stops."""
+    # One request serves every step: its `messages` is the live transcript.
+    request = ModelRequest(
+        loop.system, run.messages, tools=loop.tools.specs(), max_tokens=loop.max_tokens
+    )
+    totals, messages, run_id, model = run.totals, run.messages, run.run_id, loop.model
+    budget, per_turn, tools = loop.max_total_tokens, loop.max_calls_per_turn, loop.tools
+    next_tool = NextTool(LOOP, run_id)  # the same ask every step: built once
+    while True:
+        if run.steps >= loop.max_steps:
+            return (yield from _at_limit(loop, run, request))
+        if budget is not None and totals.total_tokens >= budget:
+            why = f"max_total_tokens={budget} reached after {totals.total_tokens} tokens"
+            return _result(run, "budget", why)
+        response = yield CallModel(model, request, LOOP, run_id, totals.model_calls)
+        totals.spend(response.usage)
+        run.steps += 1
+        message = response.message
+        asked = message.tool_calls
+        reason = response.stop_reason
+        if not asked:
+            if reason == "pause_turn":
+                messages.append(message)
+                continue  # the provider paused a long turn; sending it back continues it
+            if reason in ("end_turn", "stop_sequence") and not message.text.strip():
+                if _nudge(run, message):
+                    continue
+                return _result(run, "empty", "the model's reply was empty twice")
+            messages.append(message)
+            return _result(run, answer_stop(reason), f"model stop_reason={reason}")
+        message, asked = _unique_ids(run, message, asked)
+        messages.append(message)
+        if reason == "refusal":
+            messages.append(_unanswered(asked, _REFUSED))
+            return _result(run, "refused", "model stop_reason=refusal")
+        if reason in ("max_tokens", "context_window"):
+            messages.append(_unanswered(asked, _CUT))
+            continue
+        limit = loop.max_tool_calls
+        if limit is not None and totals.tool_calls + min(len(asked), per_turn) > limit:
+            why = f"max_tool_calls={limit} reached after {totals.tool_calls} tool calls"
+            messages.append(_unanswered(asked, f"not run: {why}"))
+            return _result(run, "max_tool_calls", why)
+        if len(asked) == 1 and loop.approval is None and asked[0].name not in tools.asking:
+            # The common case, spelled out: one call, no policy, no nesting.
+            call = asked[0]
+            yield StartTool(call, LOOP, run_id)
+            _, outcome = yield next_tool
+            totals.tool_calls += 1
+            results = [_tool_result(call.id, outcome.content, outcome.is_error)]
+        else:
+            calls, over = asked[:per_turn], asked[per_turn:]
+            results, pending = yield from _act(loop, run, calls)
+            if over:
+                note = f"not run: at most {per_turn} calls per turn; ask for fewer"
+                results += [ToolResult(c.id, note, True) for c in over]
+            if pending:
+                decisions = yield Decide(pending, LOOP, run_id)
+                if decisions is None:
+                    return (yield from _pause(run, pending, results, observed))
+                decided, _ = yield from _act(loop, run, pending, _decided(decisions))
+                done = {r.call_id: r for r in (*results, *decided)}
+                results = [done[c.id] for c in asked]
+        messages.append(_user_turn(tuple(results)))
+        if loop.max_repeats is not None and stalled(run.turns, loop.max_repeats, asked, results):
+            return _result(run, "stalled", stall_detail(loop.max_repeats))
+
+
+def _nudge(run: Run, message: Message) -> bool:
+    """Ask once more after an empty reply, keeping the transcript valid; False when the
+    model was already nudged."""
+    if run.nudged:
+        return False
+    run.nudged = True
+    kept = tuple(b for b in message.content if type(b) is not Text)  # e.g. thinking
+    if kept:
+        run.messages.append(Message("assistant", kept))
+        run.messages.append(Message.user(_NUDGE))
+    else:  # nothing to keep: the note joins the last user turn
+        last = run.messages[-1]
+        run.messages[-1] = Message("user", (*last.content, Text(_NUDGE)))
+    return True
+
+
+def _act(
+    loop: Settings,
+    run: Run,
+    calls: list[ToolCall],
+    decide: Callable[[ToolCall], str] | None = None,
+) -> Machine[tuple[list[ToolResult], list[ToolCall]]]:
+    """Results for the calls decided now, and the calls that wait for a human."""
+    limit = loop.max_parallel_tools
+    if decide is None and not _needs_policy(loop, calls):
+        outcomes = yield from run_tools(calls, limit, LOOP, run.run_id)
+        run.totals.tool_calls += len(calls)
+        return [_answer(c, outcomes[c.id]) for c in calls], []
+    verdicts = {c.id: (decide or _policy(loop))(c) for c in calls}
+    allowed = [c for c in calls if verdicts[c.id] == "allow"]
+    outcomes = yield from run_tools(allowed, limit, LOOP, run.run_id)
+    run.totals.tool_calls += len(allowed)
+    results = [
+        _answer(c, outcomes[c.id]) if verdicts[c.id] == "allow" else ToolResult(c.id, _DENIED, True)
+        for c in calls
+        if verdicts[c.id] != "ask"
+    ]
+    return results, [c for c in calls if verdicts[c.id] == "ask"]
+
+
+def _needs_policy(loop: Settings, calls: list[ToolCall]) -> bool:
+    if loop.approval is not None:
+        return True
+    get = loop.tools.get
+    for c in calls:  # a plain loop: a generator here costs more than the check
+        t = get(c.name)
+        if t is not None and t.requires_approval and t.needs_approval(c.args):
+            return True
+    return False
+
+
+def _policy(loop: Settings) -> Callable[[ToolCall], str]:
+    """The loop's approval policy, with each tool's own rule on top: deny beats ask beats
+    allow."""
+
+    def decide(call: ToolCall) -> str:
+        decision = loop.approval(call) if loop.approval is not None else "allow"
+        if decision not in ("allow", "deny", "ask"):
+            raise ConfigurationError(f"approval policy returned {decision!r} for {call.name!r}")
+        t = loop.tools.get(call.name)
+        if decision == "allow" and t is not None and t.needs_approval(call.args):
+            return "ask"
+        return decision
+
+    return decide
+
+
+def _at_limit(loop: Settings, run: Run, request: ModelRequest) -> Machine[ReActResult]:
+    detail = f"max_steps={loop.max_steps} reached after {run.steps} steps"
+    if not loop.answer_at_limit:
+        return _result(run, "max_steps", detail)
+    last = run.messages[-1]
+    if last.role == "user":  # the note goes after the tool results, in the same turn
+        run.messages[-1] = Message("user", (*last.content, Text(_FINAL)))
+    else:  # the limit came right after a paused (pause_turn) assistant turn
+        run.messages.append(Message.user(_FINAL))
+    final = ModelRequest(
+        loop.system,
+        run.messages,
+        tools=request.tools,
+        tool_choice="none",
+        max_tokens=loop.max_tokens,
+    )
+    response = yield from call_model(loop.model, final, run.totals, LOOP, run.run_id)
+    run.messages.append(response.message)
+    if response.message.tool_calls:  # a server that ignores tool_choice="none"
+        run.messages.append(_unanswered(response.message.tool_calls, _NO_TOOLS))
+    return _result(run, "max_steps", detail)
+
+
+def _pause(
+    run: Run, pending: list[ToolCall], held: list[ToolResult], observed: bool
+) -> Machine[ReActResult]:
+    if observed:
+        yield Emit(ApprovalRequested(loop=LOOP, run_id=run.run_id, calls=pending))
+    names = ", ".join(c.name for c in pending)
+    detail = f"{len(pending)} tool call(s) wait for approval: {names}"
+    return _result(run, "approval_required", detail, pending=pending, held=held)
+
+
+def _result(
+    run: Run,
+    stop_reason: ReActStopReason,
+    detail: str,
+    pending: list[ToolCall] | None = None,
+    held: list[ToolResult] | None = None,
+) -> ReActResult:
+    last = run.messages[-1]
+    # A paused turn's text is a preamble to its pending calls, not an answer.
+    answered = last.role == "assistant" and stop_reason != "approval_required"
+    totals = run.totals
+    # Built without the dataclass __init__, which sets each of the eleven fields through
+    # object.__setattr__ (the record is frozen): a sixth of a short run's fixed cost. The
+    # same record, every field given; tests/react/test_react.py checks it.
+    result: ReActResult = object.__new__(ReActResult)
+    result.__dict__.update(
+        answer=last.text if answered else "",
+        stop_reason=stop_reason,
+        messages=run.messages,
+        usage=totals.usage,
+        model_calls=totals.model_calls,
+        tool_calls=totals.tool_calls,
+        steps=run.steps,
+        run_id=run.run_id,
+        detail=detail,
+        pending_approvals=pending or [],
+        held_results=held or [],
+    )
+    return result
+
+
+def _answer(call: ToolCall, outcome: ToolOutcome) -> ToolResult:
+    """The result the model sees for a call that ran."""
+    return ToolResult(call.id, outcome.content, outcome.is_error)
+
+
+def _decided(decisions: dict[str, bool]) -> Callable[[ToolCall], str]:
+    """A policy that applies a human's decisions."""
+    return lambda call: "allow" if decisions[call.id] else "deny"
+
+
+def _unanswered(calls: list[ToolCall], why: str) -> Message:
+    return Message("user", tuple(ToolResult(c.id, why, True) for c in calls))
+
+
+def _unique_ids(
+    run: Run, message: Message, calls: list[ToolCall]
+) -> tuple[Message, list[ToolCall]]:
+    """Give reused call ids a suffix, so every call can be answered (a protocol repair)."""
+    seen = run.seen_ids
+    if len(calls) == 1 and calls[0].id not in seen:  # the common case, without a set
+        seen.add(calls[0].id)
+        return message, calls
+    ids = [c.id for c in calls]
+    if len(set(ids)) == len(ids) and seen.isdisjoint(ids):
+        seen.update(ids)
+        return message, calls
+    blocks: list[Any] = []
+    for b in message.content:
+        if type(b) is ToolCall:
+            new_id, n = b.id, 1
+            while new_id in seen:
+                n += 1
+                new_id = f"{b.id}_{n}"
+            seen.add(new_id)
+            b = ToolCall(new_id, b.name, b.args)
+        blocks.append(b)
+    message = Message("assistant", tuple(blocks))
+    return message, message.tool_calls

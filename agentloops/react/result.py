@@ -1,0 +1,95 @@
+"""The record a ReAct run returns, and its JSON state for checkpoints.
+
+A public module: pickled and stored results name it (`agentloops.react.result.ReActResult`).
+Rule: a record only; it knows no machine and no driver.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from agentloops.errors import raise_for_stop
+from agentloops.messages import Message, ToolCall, ToolResult, message_from_dict, message_to_dict
+from agentloops.usage import Usage
+
+ReActStopReason = Literal[
+    "answered",
+    "max_steps",
+    "budget",
+    "stalled",
+    "approval_required",
+    "refused",
+    "max_tokens",
+    "context_window",
+    "empty",
+    "max_tool_calls",
+    "error",
+    "running",
+]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReActResult:
+    """What a ReAct run produced. Nothing is lost when it stops short of an answer."""
+
+    answer: str
+    """The last assistant text ("" when the run never answered)."""
+    stop_reason: ReActStopReason
+    messages: list[Message]
+    """The whole transcript, valid to send again (a paused run ends on its pending calls)."""
+    usage: Usage
+    model_calls: int
+    tool_calls: int
+    """Tool calls run (denied or cut calls are not counted)."""
+    steps: int
+    run_id: str
+    detail: str = ""
+    """Why the run stopped, quoting the limit and the observed value."""
+    pending_approvals: list[ToolCall] = field(default_factory=list)
+    """Calls waiting for a human decision (`stop_reason="approval_required"`)."""
+    held_results: list[ToolResult] = field(default_factory=list)
+    """Results of the paused turn's other calls, already run or denied."""
+
+    def raise_for_stop(self) -> None:
+        """Raise the matching `RunError` (with this result) unless the run answered."""
+        raise_for_stop(self)
+
+    def to_state(self) -> dict[str, Any]:
+        """A JSON-ready dict; `ReActResult.from_state` rebuilds it (e.g. in another process)."""
+        return {
+            "answer": self.answer,
+            "stop_reason": self.stop_reason,
+            "messages": [message_to_dict(m) for m in self.messages],
+            "usage": dataclasses.asdict(self.usage),
+            "model_calls": self.model_calls,
+            "tool_calls": self.tool_calls,
+            "steps": self.steps,
+            "run_id": self.run_id,
+            "detail": self.detail,
+            "pending_approvals": [c.id for c in self.pending_approvals],
+            "held_results": [dataclasses.asdict(r) for r in self.held_results],
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> ReActResult:
+        """Rebuild a result saved with `to_state`; raises `ValueError` on an inconsistent state."""
+        messages = [message_from_dict(m) for m in state["messages"]]
+        pending_ids = set(state["pending_approvals"])
+        pending = [c for c in messages[-1].tool_calls if c.id in pending_ids] if messages else []
+        if len(pending) != len(pending_ids):
+            raise ValueError("pending approvals that are not calls of the last turn")
+        return cls(
+            answer=state["answer"],
+            stop_reason=state["stop_reason"],
+            messages=messages,
+            usage=Usage(**state["usage"]),
+            model_calls=state["model_calls"],
+            tool_calls=state["tool_calls"],
+            steps=state["steps"],
+            run_id=state["run_id"],
+            detail=state.get("detail", ""),
+            pending_approvals=pending,
+            held_results=[ToolResult(**r) for r in state["held_results"]],
+        )

@@ -1,0 +1,55 @@
+"""What a ReWOO run returns: `ReWOOResult`.
+
+A public module: pickled and stored results name it. Rule: a record only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from agentloops.errors import raise_for_stop
+from agentloops.messages import ToolOutcome
+from agentloops.rewoo.schema import ReWOOPlan
+from agentloops.usage import Usage
+
+ReWOOStopReason = Literal[
+    "answered",
+    "refused",
+    "max_tokens",
+    "context_window",
+    "empty",
+    "invalid_plan",
+    "tool_failed",
+    "error",
+    "running",
+]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReWOOResult:
+    """What a ReWOO run produced. An error raised by a run carries one as `.result`."""
+
+    answer: str
+    """The solver's answer ("" when the run stopped before solving)."""
+    plan: ReWOOPlan | None
+    """The plan that ran (the last one, after re-planning); None if none was made."""
+    evidence: dict[str, ToolOutcome]
+    """Each step's outcome, in plan order; failed and not-run steps are `is_error`."""
+    usage: Usage
+    model_calls: int
+    replans: int = 0
+    run_id: str = ""
+    stop_reason: ReWOOStopReason = "answered"
+    skipped: list[str] = field(default_factory=list)
+    """Steps not run because a dependency failed."""
+    detail: str = ""
+
+    @property
+    def failed_steps(self) -> list[str]:
+        """Steps whose tool ran and failed (not counting the skipped ones)."""
+        return [k for k, o in self.evidence.items() if o.is_error and k not in self.skipped]
+
+    def raise_for_stop(self) -> None:
+        """Raise the matching `RunError` (with this result) unless the run answered."""
+        raise_for_stop(self)

@@ -1,0 +1,532 @@
+"""Tools: plain functions with type hints, and the registry that calls them safely.
+
+`ToolRegistry.call` and `await ToolRegistry.acall` never raise for a tool's own failure.
+An unknown name, bad arguments, an exception, a value that cannot become text, a
+timeout or an over-long output all come back as an `is_error` outcome whose text
+(capped like any output) the model can act on.
+
+Rule: tools know the vocabulary below them (messages, model's `ToolSpec`, errors) and no
+driver, store or loop.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import copy
+import importlib
+import re
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Generic, Literal, Union, overload
+
+import pydantic
+
+from agentloops._validation import field_errors
+from agentloops.errors import ConfigurationError
+from agentloops.messages import ToolCall, ToolOutcome, _outcome
+from agentloops.model import ToolSpec
+from agentloops.tools._runtime import TimedOut, ToolRuntime
+from agentloops.tools._schema import arguments_model, is_async
+from agentloops.tools._text import capped, describe, to_text
+
+if TYPE_CHECKING:  # defaults let a bare `Tool` mean `Tool[..., Any]`
+    from typing_extensions import ParamSpec, TypeVar
+
+    P = ParamSpec("P", default=...)
+    R = TypeVar("R", default=Any)
+else:
+    from typing import ParamSpec, TypeVar
+
+    P = ParamSpec("P")
+    R = TypeVar("R")
+
+Decision = Literal["allow", "deny", "ask"]
+ApprovalPolicy = Callable[[ToolCall], Decision]
+"""Decides per call: run it, refuse it, or pause for a human."""
+
+DoubtPolicy = Literal["rerun", "ask", "fail"]
+"""What a durable run does with a call in doubt (see `Tool.on_doubt`)."""
+
+_CALL_KEY: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "agentloops_call_key", default=None
+)
+
+
+def idempotency_key() -> str | None:
+    """The idempotency key of the tool call running now, or `None` outside a loop's call.
+
+    The same on every run of the call, a re-run after a crash included (a durable run
+    replays the machine that made it), and unique within the run: pass it to the system
+    a side-effecting tool changes, so that system can refuse to do the work twice.
+    """
+    return _CALL_KEY.get()
+
+
+def with_call_key(key: str, fn: Callable[..., Any], *args: Any) -> Any:
+    """Call `fn(*args)` with `key` as the current idempotency key (drivers use this)."""
+    token = _CALL_KEY.set(key)
+    try:
+        return fn(*args)
+    finally:
+        _CALL_KEY.reset(token)
+
+
+ApprovalRule = Union[bool, Callable[[dict[str, Any]], object]]  # noqa: UP007 (a runtime alias)
+"""`requires_approval`: always (`True`), never (`False`), or a predicate on the call's
+arguments (validated, defaults filled in) that answers whether to ask a human."""
+
+INVALID_ARGUMENTS = "__invalid_arguments__"
+"""The key a provider puts in `ToolCall.args` when the model's arguments did not parse
+(`{INVALID_ARGUMENTS: "what was wrong"}`): the registry answers with that problem as an
+error result and never runs the tool."""
+
+_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_ATOMS = frozenset({str, int, float, bool, type(None)})
+
+
+class Tool(Generic[P, R]):
+    """A function the model may call, with the JSON Schema of its arguments.
+
+    Build one with the `tool` decorator or `Tool.from_function`. A `Tool` is still
+    callable like the function it wraps, with the same signature (for type checkers too).
+    """
+
+    def __init__(
+        self,
+        fn: Callable[P, R],
+        *,
+        name: str,
+        description: str,
+        args_model: type[pydantic.BaseModel],
+        read_only: bool = True,
+        requires_approval: ApprovalRule = False,
+        timeout: float | None = None,
+        concurrent: bool = True,
+        on_doubt: DoubtPolicy | None = None,
+    ):
+        self.fn = fn
+        self.name = name
+        self.description = description
+        self.args_model = args_model
+        self.read_only = read_only
+        self.requires_approval = requires_approval
+        """`True`, `False`, or a predicate on the arguments; ask with `needs_approval`."""
+        self.timeout = timeout
+        self.concurrent = concurrent
+        """`False`: one call at a time, across every registry, loop and driver."""
+        if on_doubt not in (None, "rerun", "ask", "fail"):
+            raise ConfigurationError(
+                f"tool {name!r}: on_doubt must be 'rerun', 'ask' or 'fail', got {on_doubt!r}"
+            )
+        self.on_doubt: DoubtPolicy = on_doubt or (
+            "rerun" if read_only and requires_approval is False else "ask"
+        )
+        """What a durable run does with a call of this tool that started but has no
+        recorded outcome (the process died during it): run it again with the same
+        idempotency key, ask a human, or fail the run. Default: "rerun" for a read-only
+        tool that never needs approval, "ask" for any other."""
+        self.is_async = is_async(fn)
+        self.input_schema: dict[str, Any] = args_model.model_json_schema()
+        self.input_schema.pop("title", None)
+        self.__module__ = getattr(fn, "__module__", __name__)
+        self.__doc__ = fn.__doc__
+        self._validate = args_model.__pydantic_validator__.validate_python
+        self._runtime = ToolRuntime(concurrent=concurrent)
+
+    @classmethod
+    def from_function(
+        cls,
+        fn: Callable[P, R],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        read_only: bool = True,
+        requires_approval: ApprovalRule = False,
+        timeout: float | None = None,
+        concurrent: bool = True,
+        on_doubt: DoubtPolicy | None = None,
+    ) -> Tool[P, R]:
+        """Build a tool from a function's signature, type hints and docstring.
+
+        `fn` may be an `async def` function: `ToolRegistry.acall` awaits it on the
+        event loop, and `ToolRegistry.call` runs it to completion.
+
+        Raises:
+            ConfigurationError: a parameter without a type hint, `*args`/`**kwargs`,
+                a name the providers reject, a non-positive timeout, or a
+                `requires_approval` that is neither a bool nor callable.
+        """
+        name = name or fn.__name__
+        if not _NAME.match(name):
+            raise ConfigurationError(f"tool {name!r} must match {_NAME.pattern}")
+        if timeout is not None and timeout <= 0:
+            raise ConfigurationError(f"tool {name!r}: timeout must be > 0, got {timeout}")
+        if not isinstance(requires_approval, bool) and not callable(requires_approval):
+            raise ConfigurationError(
+                f"tool {name!r}: requires_approval must be a bool or a predicate on the "
+                f"arguments, got {requires_approval!r:.60}"
+            )
+        args_model, summary = arguments_model(fn, name)
+        return cls(
+            fn,
+            name=name,
+            description=description or summary or name,
+            args_model=args_model,
+            read_only=read_only,
+            requires_approval=requires_approval,
+            timeout=timeout,
+            concurrent=concurrent,
+            on_doubt=on_doubt,
+        )
+
+    def spec(self) -> ToolSpec:
+        """What the model is told about this tool."""
+        return ToolSpec(self.name, self.description, self.input_schema)
+
+    def validate(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Validated keyword arguments for the function; raises `pydantic.ValidationError`."""
+        return self._validate(args).__dict__  # type: ignore[no-any-return]
+
+    def needs_approval(self, args: Mapping[str, Any]) -> bool:
+        """Whether a call with these arguments must wait for a human.
+
+        A predicate gets the arguments as the function would (validated, defaults filled
+        in, a copy it may not change). Arguments that fail validation, or a predicate
+        that raises, mean "ask": the safe side.
+        """
+        rule = self.requires_approval
+        if not callable(rule):
+            return bool(rule)
+        try:
+            return bool(rule(self.validate(_copied(dict(args)))))
+        except Exception:
+            return True
+
+    @property
+    def abandoned_threads(self) -> int:
+        """Calls that timed out (or were cancelled) whose threads are still running."""
+        return self._runtime.abandoned
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"Tool({self.name!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A decorated module-level function is shadowed by its Tool: pickle it by name.
+        by_name = self._by_name()
+        if by_name is not None:
+            return (_lookup, by_name)
+        options = (self.name, self.description, self.read_only, self.requires_approval)
+        return (_rebuild, (self.fn, *options, self.timeout, self.concurrent, self.on_doubt))
+
+    def _by_name(self) -> tuple[str, str] | None:
+        """`(module, qualname)` when this tool pickles by name, else `None` (by value)."""
+        module, qualname = getattr(self.fn, "__module__", None), self.fn.__qualname__
+        return (module, qualname) if module and _find(module, qualname) is self else None
+
+
+def _find(module: str, qualname: str) -> Any:
+    obj: Any = sys.modules.get(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None)
+    return obj
+
+
+def _lookup(module: str, qualname: str) -> Any:
+    """Where a tool pickled by name is found again (in the receiving process)."""
+    obj: Any = sys.modules.get(module) or importlib.import_module(module)
+    for part in qualname.split("."):
+        if not hasattr(obj, part):
+            raise AttributeError(
+                f"tool {qualname!r} is not defined in module {module!r} in this process "
+                f"(was it defined under `if __name__ == '__main__':`?); define tools in a "
+                f"module every process can import"
+            )
+        obj = getattr(obj, part)
+    return obj
+
+
+def _rebuild(
+    fn: Callable[..., Any],
+    name: str,
+    description: str,
+    read_only: bool,
+    requires_approval: ApprovalRule,
+    timeout: float | None,
+    concurrent: bool = True,
+    on_doubt: DoubtPolicy | None = None,
+) -> Tool:
+    return Tool.from_function(
+        fn,
+        name=name,
+        description=description,
+        read_only=read_only,
+        requires_approval=requires_approval,
+        timeout=timeout,
+        concurrent=concurrent,
+        on_doubt=on_doubt,
+    )
+
+
+@overload
+def tool(
+    fn: Callable[P, R],
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    read_only: bool = True,
+    requires_approval: ApprovalRule = False,
+    timeout: float | None = None,
+    concurrent: bool = True,
+    on_doubt: DoubtPolicy | None = None,
+) -> Tool[P, R]: ...
+
+
+@overload
+def tool(
+    fn: None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    read_only: bool = True,
+    requires_approval: ApprovalRule = False,
+    timeout: float | None = None,
+    concurrent: bool = True,
+    on_doubt: DoubtPolicy | None = None,
+) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    read_only: bool = True,
+    requires_approval: ApprovalRule = False,
+    timeout: float | None = None,
+    concurrent: bool = True,
+    on_doubt: DoubtPolicy | None = None,
+) -> Any:
+    """Turn a typed function (sync or `async def`) into a `Tool`, with or without arguments.
+
+    The result keeps the function's signature for type checkers: `Tool[P, R]`.
+
+    Examples:
+        >>> @tool
+        ... def add(a: int, b: int) -> int:
+        ...     '''Add two integers.'''
+        ...     return a + b
+        >>> add.input_schema["required"]
+        ['a', 'b']
+        >>> add(2, 3)
+        5
+    """
+
+    def wrap(f: Callable[..., Any]) -> Tool:
+        return Tool.from_function(
+            f,
+            name=name,
+            description=description,
+            read_only=read_only,
+            requires_approval=requires_approval,
+            timeout=timeout,
+            concurrent=concurrent,
+            on_doubt=on_doubt,
+        )
+
+    return wrap(fn) if fn is not None else wrap
+
+
+def _copied(args: dict[str, Any]) -> dict[str, Any]:
+    """Arguments the tool may change freely: the transcript, the plan and what a human
+    approved keep theirs. Flat scalar arguments need no copy (validation makes a new dict)."""
+    for value in args.values():
+        if type(value) not in _ATOMS:
+            return copy.deepcopy(args)
+    return args
+
+
+class ToolRegistry:
+    """The tools a loop may call, by name.
+
+    Args:
+        tools: `Tool`s or plain typed functions (wrapped with `Tool.from_function`).
+        max_output_chars: longer outputs (and error texts) are cut to head and tail with
+            a marker and returned as an error, so the model narrows its request.
+        max_abandoned_threads: per tool, how many timed-out calls may still be running on
+            abandoned threads; past it, new calls of that tool are refused with an error
+            outcome until some finish.
+    """
+
+    def __init__(
+        self,
+        tools: Iterable[Tool | Callable[..., Any]] = (),
+        *,
+        max_output_chars: int = 50_000,
+        max_abandoned_threads: int = 4,
+    ):
+        if max_output_chars < 200:
+            raise ConfigurationError(f"max_output_chars must be >= 200, got {max_output_chars}")
+        if max_abandoned_threads < 1:
+            raise ConfigurationError(
+                f"max_abandoned_threads must be >= 1, got {max_abandoned_threads}"
+            )
+        self.max_output_chars = max_output_chars
+        self.max_abandoned_threads = max_abandoned_threads
+        self._tools: dict[str, Tool] = {}
+        self._specs: list[ToolSpec] | None = None
+        self._asking: frozenset[str] | None = None
+        for t in tools:
+            self.register(t)
+
+    def register(self, t: Tool | Callable[..., Any]) -> Tool:
+        """Add a tool; a second tool with the same name is a `ConfigurationError`."""
+        if not isinstance(t, Tool):
+            if not callable(t):
+                raise ConfigurationError(f"not a tool or a function: {t!r}")
+            t = Tool.from_function(t)
+        if t.name in self._tools:
+            raise ConfigurationError(f"duplicate tool name {t.name!r}")
+        self._tools[t.name] = t
+        self._specs = None
+        self._asking = None
+        return t
+
+    @property
+    def asking(self) -> frozenset[str]:
+        """The names of the tools whose `requires_approval` is not plain False."""
+        if self._asking is None:
+            self._asking = frozenset(
+                t.name for t in self._tools.values() if t.requires_approval is not False
+            )
+        return self._asking
+
+    def specs(self) -> list[ToolSpec]:
+        """What the model is told about every tool, in registration order."""
+        if self._specs is None:
+            self._specs = [t.spec() for t in self._tools.values()]
+        return self._specs
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def call(self, name: str, args: dict[str, Any]) -> ToolOutcome:
+        """Run one tool and wait for it. Never raises for the tool's own failure.
+
+        An `async def` tool runs to completion here (on a fresh event loop; under a
+        running loop, in a helper thread: from async code use `acall`). Exceptions that
+        are not `Exception`s (KeyboardInterrupt, SystemExit) propagate.
+        """
+        start = time.perf_counter()
+        ready = self._prepare(name, args, start)
+        if isinstance(ready, ToolOutcome):
+            return ready
+        t, kwargs = ready
+        try:
+            if t.is_async:
+                value = t._runtime.run_coroutine(t.fn, kwargs, t.timeout)
+            elif t.timeout is None and t.concurrent:  # the common case: a plain call, here
+                value = t.fn(**kwargs)
+            else:
+                value = t._runtime.run(t.fn, kwargs, t.timeout)
+        except Exception as exc:
+            return self._failed(t, exc, start)
+        if type(value) is str and len(value) <= self.max_output_chars:
+            return _outcome(value, False, time.perf_counter() - start)  # text that fits
+        return self._finished(t, value, start)
+
+    async def acall(self, name: str, args: dict[str, Any]) -> ToolOutcome:
+        """Run one tool from async code: an `async def` tool is awaited on the running
+        event loop, a sync one runs on a thread so the loop never blocks.
+
+        The same rules as `call`; cancelling the caller cancels an async tool, and
+        `CancelledError` propagates (a sync tool's thread runs on, counted as abandoned).
+        """
+        start = time.perf_counter()
+        ready = self._prepare(name, args, start)
+        if isinstance(ready, ToolOutcome):
+            return ready
+        t, kwargs = ready
+        try:
+            if t.is_async:
+                value = await t._runtime.arun(t.fn, kwargs, t.timeout)
+            else:
+                value = await t._runtime.arun_in_thread(t.fn, kwargs, t.timeout)
+        except Exception as exc:
+            return self._failed(t, exc, start)
+        return self._finished(t, value, start)
+
+    # -- shared by call and acall: everything but running the function ----------------
+
+    def _prepare(
+        self, name: str, args: dict[str, Any], start: float
+    ) -> tuple[Tool, dict[str, Any]] | ToolOutcome:
+        """The tool and its own copy of validated arguments, or the error outcome."""
+        t = self._tools.get(name)
+        if t is None:
+            known = ", ".join(self._tools) or "(none)"
+            return self._error(f"unknown tool {name!r}; available tools: {known}", start)
+        if not isinstance(args, dict):
+            return self._error(
+                f"arguments for {name!r} must be a JSON object, got {type(args).__name__}", start
+            )
+        if INVALID_ARGUMENTS in args:
+            return self._error(f"invalid arguments for {name!r}: {args[INVALID_ARGUMENTS]}", start)
+        stuck = t._runtime.abandoned
+        if stuck >= self.max_abandoned_threads:
+            return self._error(
+                f"{name!r} refused: {stuck} earlier calls timed out and are still running "
+                f"(max_abandoned_threads={self.max_abandoned_threads}); the tool looks hung, "
+                f"so it takes no new calls until they finish",
+                start,
+            )
+        try:
+            kwargs = t.validate(_copied(args))
+        except pydantic.ValidationError as exc:
+            return self._error(
+                f"invalid arguments for {name!r}: {'; '.join(field_errors(exc))}", start
+            )
+        except Exception as exc:  # arguments that cannot be copied, a validator that raises
+            return self._error(
+                f"invalid arguments for {name!r}: {describe(exc, self.max_output_chars)}", start
+            )
+        return t, kwargs
+
+    def _failed(self, t: Tool, exc: Exception, start: float) -> ToolOutcome:
+        if isinstance(exc, TimedOut):
+            waited = " waiting for its earlier call to finish" if exc.waiting else ""
+            return self._error(f"{t.name!r} timed out after {t.timeout} s{waited}", start)
+        return self._error(f"{t.name!r} failed: {describe(exc, self.max_output_chars)}", start)
+
+    def _finished(self, t: Tool, value: Any, start: float) -> ToolOutcome:
+        try:
+            text = to_text(value)
+        except Exception as exc:
+            kind = type(value).__name__
+            why = describe(exc, self.max_output_chars)
+            return self._error(
+                f"{t.name!r} returned a {kind} that cannot be made text: {why}", start
+            )
+        if len(text) > self.max_output_chars:
+            return self._error(text, start)
+        return _outcome(text, False, time.perf_counter() - start)
+
+    def _error(self, text: str, start: float) -> ToolOutcome:
+        """An error outcome; its text is capped like any output."""
+        return _outcome(capped(text, self.max_output_chars), True, time.perf_counter() - start)

@@ -1,0 +1,300 @@
+"""How a tool's function runs: inline, on a thread with a deadline, or awaited with one.
+
+Each `Tool` owns a `ToolRuntime`: a gate that lets one call in at a time when the tool
+is not thread-safe, and the count of timed-out calls whose threads are still running
+(Python cannot kill a thread, so they are abandoned, and counted so they cannot pile
+up unseen). Both live with the tool, so they hold across every registry, loop and
+driver in the process.
+
+Rule: it runs functions; it knows no registry, loop or driver.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # asyncio is imported where it is used: `import agentloops` goes
+    import asyncio  # without it (about 20 ms less)
+
+
+class TimedOut(Exception):
+    """The call's deadline passed; `waiting` says it never got past the tool's gate."""
+
+    def __init__(self, waiting: bool = False):
+        super().__init__()
+        self.waiting = waiting
+
+
+class _Gate:
+    """One call at a time, for threads and event loops alike (FIFO hand-over)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._busy = False
+        self._waiters: deque[threading.Event | tuple[asyncio.AbstractEventLoop, Any]] = deque()
+
+    def acquire(self, timeout: float | None = None) -> bool:
+        with self._lock:
+            if not self._busy:
+                self._busy = True
+                return True
+            event = threading.Event()
+            self._waiters.append(event)
+        if event.wait(timeout):
+            return True
+        with self._lock:
+            if event in self._waiters:  # nobody handed it over: give up our place
+                self._waiters.remove(event)
+                return False
+        self.release()  # handed over just as we gave up: pass it on
+        return False
+
+    async def aacquire(self) -> None:
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if not self._busy:
+                self._busy = True
+                return
+            entry = (loop, loop.create_future())
+            self._waiters.append(entry)
+        try:
+            await entry[1]
+        except BaseException:  # cancelled (or timed out by wait_for)
+            with self._lock:
+                if entry in self._waiters:
+                    self._waiters.remove(entry)
+                    raise
+            self.release()  # it was handed to us as we were cancelled: pass it on
+            raise
+
+    def release(self) -> None:
+        with self._lock:
+            while self._waiters:
+                waiter = self._waiters.popleft()
+                if isinstance(waiter, threading.Event):
+                    waiter.set()
+                    return
+                loop, future = waiter
+                try:
+                    loop.call_soon_threadsafe(_wake, future)
+                    return
+                except RuntimeError:  # its event loop is closed: try the next waiter
+                    continue
+            self._busy = False
+
+
+def _wake(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+    # A future cancelled before the wake: its waiter passes the gate on (see aacquire).
+
+
+class ToolRuntime:
+    """A tool's shared call state: its gate (when not concurrent) and its stuck threads."""
+
+    def __init__(self, *, concurrent: bool):
+        self.gate = None if concurrent else _Gate()
+        self._lock = threading.Lock()
+        self.abandoned = 0
+        """Calls that timed out (or were cancelled) whose threads are still running."""
+
+    def run(self, fn: Callable[..., Any], kwargs: dict[str, Any], timeout: float | None) -> Any:
+        """Call a sync function here, or on a thread when there is a deadline."""
+        gate = self.gate
+        if timeout is None:
+            if gate is None:
+                return fn(**kwargs)
+            gate.acquire()
+            try:
+                return fn(**kwargs)
+            finally:
+                gate.release()
+        deadline = time.monotonic() + timeout
+        if gate is not None and not gate.acquire(timeout):
+            raise TimedOut(waiting=True)
+        flight = _Flight(self, fn, kwargs)
+        flight.start()
+        try:
+            finished = flight.done.wait(max(0.0, deadline - time.monotonic()))
+        except BaseException:  # an interrupt while waiting: the thread goes on without us
+            flight.abandon()
+            raise
+        if not finished and flight.abandon():
+            raise TimedOut
+        return flight.result()
+
+    async def arun_in_thread(
+        self, fn: Callable[..., Any], kwargs: dict[str, Any], timeout: float | None
+    ) -> Any:
+        """Await a sync function running on its own thread; the event loop never blocks."""
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        await self._aenter(deadline)
+        woken: asyncio.Future[None] = loop.create_future()
+        flight = _Flight(self, fn, kwargs, notify=lambda: loop.call_soon_threadsafe(_wake, woken))
+        flight.start()
+        try:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            await asyncio.wait({woken}, timeout=left)
+        except BaseException:  # cancelled: the thread goes on without us
+            flight.abandon()
+            raise
+        if not flight.done.is_set() and flight.abandon():
+            raise TimedOut
+        return flight.result()
+
+    async def arun(
+        self,
+        fn: Callable[..., Coroutine[Any, Any, Any]],
+        kwargs: dict[str, Any],
+        timeout: float | None,
+    ) -> Any:
+        """Await an async function on this event loop; at the deadline it is cancelled."""
+        import asyncio
+
+        deadline = None if timeout is None else time.monotonic() + timeout
+        await self._aenter(deadline)
+        try:
+            if deadline is None:
+                return await fn(**kwargs)
+            task = asyncio.ensure_future(fn(**kwargs))
+            try:
+                done, _ = await asyncio.wait({task}, timeout=max(0.0, deadline - time.monotonic()))
+            except BaseException:  # cancelled from outside: cancel the tool with us
+                task.cancel()
+                await asyncio.wait({task})
+                raise
+            if not done:
+                task.cancel()
+                await asyncio.wait({task})  # a tool that ignores cancellation is waited for
+                raise TimedOut
+            return task.result()
+        finally:
+            if self.gate is not None:
+                self.gate.release()
+
+    def run_coroutine(
+        self,
+        fn: Callable[..., Coroutine[Any, Any, Any]],
+        kwargs: dict[str, Any],
+        timeout: float | None,
+    ) -> Any:
+        """Run an async function to completion from sync code.
+
+        With no event loop running in this thread it runs here (`asyncio.run`); under a
+        running loop it runs on a fresh loop in a helper thread, and the caller waits.
+        """
+        import asyncio
+
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.arun(fn, kwargs, timeout))
+        box: list[tuple[bool, Any]] = []
+        ctx = contextvars.copy_context()
+
+        def target() -> None:
+            try:
+                box.append((True, ctx.run(asyncio.run, self.arun(fn, kwargs, timeout))))
+            except BaseException as exc:
+                box.append((False, exc))
+
+        helper = threading.Thread(target=target, daemon=True, name="agentloops-async-tool")
+        helper.start()
+        helper.join()
+        ok, value = box[0]
+        if not ok:
+            raise value
+        return value
+
+    async def _aenter(self, deadline: float | None) -> None:
+        import asyncio
+
+        if self.gate is None:
+            return
+        if deadline is None:
+            await self.gate.aacquire()
+            return
+        try:
+            await asyncio.wait_for(self.gate.aacquire(), max(0.0, deadline - time.monotonic()))
+        except asyncio.TimeoutError:
+            raise TimedOut(waiting=True) from None
+
+    def _abandon(self, delta: int) -> None:
+        with self._lock:
+            self.abandoned += delta
+
+
+class _Flight:
+    """One call on its own daemon thread, which the caller may stop waiting for.
+
+    The thread holds the tool's gate (taken by the caller) until the function returns,
+    so an abandoned call still keeps the next one out while it runs.
+    """
+
+    def __init__(
+        self,
+        runtime: ToolRuntime,
+        fn: Callable[..., Any],
+        kwargs: dict[str, Any],
+        notify: Callable[[], object] | None = None,
+    ):
+        self.runtime = runtime
+        self.fn = fn
+        self.kwargs = kwargs
+        self.notify = notify
+        self.done = threading.Event()
+        self._outcome: tuple[bool, Any] = (False, None)
+        self._lock = threading.Lock()
+        self._abandoned = False
+        self._ctx = contextvars.copy_context()
+
+    def start(self) -> None:
+        name = f"agentloops-tool-{getattr(self.fn, '__name__', 'call')}"
+        try:
+            threading.Thread(target=self._target, daemon=True, name=name).start()
+        except BaseException:  # no thread could be started: nothing holds the gate
+            if self.runtime.gate is not None:
+                self.runtime.gate.release()
+            raise
+
+    def _target(self) -> None:
+        try:
+            self._outcome = (True, self._ctx.run(self.fn, **self.kwargs))
+        except BaseException as exc:
+            self._outcome = (False, exc)
+        finally:
+            if self.runtime.gate is not None:
+                self.runtime.gate.release()
+            with self._lock:
+                self.done.set()
+                if self._abandoned:
+                    self.runtime._abandon(-1)
+            if self.notify is not None:
+                with contextlib.suppress(RuntimeError):  # the waiting event loop is closed
+                    self.notify()
+
+    def abandon(self) -> bool:
+        """Stop waiting: count the thread as abandoned unless it has just finished."""
+        with self._lock:
+            if self.done.is_set():
+                return False
+            self._abandoned = True
+            self.runtime._abandon(+1)
+            return True
+
+    def result(self) -> Any:
+        ok, value = self._outcome
+        if not ok:
+            raise value
+        return value

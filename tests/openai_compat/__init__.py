@@ -1,1 +1,0 @@
-"""Tests of the OpenAI-compatible provider, one file per concern."""

@@ -80,6 +80,23 @@ class ModelRequest:
     tool_choice: ToolChoice = "auto"
     max_tokens: int | None = None
     output: OutputSchema | None = None
+    timeout: float | None = None
+    """Seconds this call may take at most, retries and their waits included: what is left
+    of a run's `deadline`. `None`: the client's own timeouts."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelAttempt:
+    """A model that was tried and failed before another answered (a `FallbackModel`'s)."""
+
+    model: str
+    """The model's name."""
+    kind: str
+    """The failure's `ModelError.kind`, e.g. "overloaded"."""
+    error: str
+    """`"TypeName: message"` of the failure."""
+    seconds: float
+    """How long the failed try took."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +107,10 @@ class ModelResponse:
     stop_reason: StopReason
     usage: Usage = field(default_factory=Usage)
     model: str = ""
+    """The model that answered."""
     output: Any = None
+    attempts: tuple[ModelAttempt, ...] = ()
+    """The models tried, and failed, before `model` answered (empty: it was the first)."""
 
 
 @runtime_checkable

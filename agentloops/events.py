@@ -59,6 +59,20 @@ class RunFinished(Event):
     seconds: float
 
 
+@dataclass(frozen=True, slots=True)
+class ModelAttempt:
+    """A model that was tried and failed before another answered (a `FallbackModel`'s)."""
+
+    model: str
+    """The model's name."""
+    kind: str
+    """The failure's `ModelError.kind`, e.g. "overloaded"."""
+    error: str
+    """`"TypeName: message"` of the failure."""
+    seconds: float
+    """How long the failed try took."""
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ModelCallStarted(Event):
     step: int
@@ -72,7 +86,10 @@ class ModelCallFinished(Event):
     stop_reason: str
     usage: Usage
     model: str
+    """The model that answered."""
     seconds: float
+    attempts: tuple[ModelAttempt, ...] = ()
+    """The models a `FallbackModel` tried, and that failed, before `model` answered."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -158,7 +175,7 @@ EventSink = Callable[[Event], None]
 
 
 def _plain(value: Any) -> Any:
-    if isinstance(value, Usage | ToolOutcome):
+    if isinstance(value, Usage | ToolOutcome | ModelAttempt):
         return dataclasses.asdict(value)
     if isinstance(value, Block):
         return block_to_dict(value)

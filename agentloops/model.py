@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
+from agentloops.events import ModelAttempt as ModelAttempt  # what a response lists
 from agentloops.messages import Message
 from agentloops.usage import Usage as Usage  # re-exported: it was defined here first
 
@@ -83,20 +84,6 @@ class ModelRequest:
     timeout: float | None = None
     """Seconds this call may take at most, retries and their waits included: what is left
     of a run's `deadline`. `None`: the client's own timeouts."""
-
-
-@dataclass(frozen=True, slots=True)
-class ModelAttempt:
-    """A model that was tried and failed before another answered (a `FallbackModel`'s)."""
-
-    model: str
-    """The model's name."""
-    kind: str
-    """The failure's `ModelError.kind`, e.g. "overloaded"."""
-    error: str
-    """`"TypeName: message"` of the failure."""
-    seconds: float
-    """How long the failed try took."""
 
 
 @dataclass(frozen=True, slots=True)

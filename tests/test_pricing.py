@@ -9,8 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from agentloops import ConfigurationError, FallbackModel, Message, ModelResponse, Price, Usage
-from agentloops import pricing
+from agentloops import (
+    ConfigurationError,
+    FallbackModel,
+    Message,
+    ModelResponse,
+    Price,
+    Usage,
+    pricing,
+)
 from agentloops.testing import ScriptedModel
 
 SONNET = Price(input="3", output="15", cache_read="0.30", cache_write="3.75")

@@ -27,6 +27,7 @@ def model_finished(e: CallModel, response: ModelResponse, seconds: float) -> Mod
         usage=response.usage,
         model=response.model,
         seconds=seconds,
+        attempts=response.attempts,
     )
 
 

@@ -66,10 +66,11 @@ class OpenAICompatModel:
             exponential backoff that honours `Retry-After`; then `ModelError`. A shorthand
             for `retry=RetryPolicy(max_retries=...)` (default 3).
         retry: the whole `RetryPolicy` (statuses, backoff, `Retry-After` cap).
-        timeout: seconds the default HTTP clients wait for a non-streamed reply (120: no
-            byte comes back before the last token, so this bounds the whole generation).
-            With the default 3 retries a call can take about 4 x 120 s + 3.5 s of backoff
-            before it fails; a run's `deadline=` bounds it further.
+        timeout: seconds the default HTTP clients wait for a non-streamed reply (300: no
+            byte comes back before the last token, so this bounds the whole generation; a
+            200-second call to a slow local server has been seen, and one given up on
+            keeps the server busy). With the default 3 retries a call can take about
+            4 x 300 s + 3.5 s of backoff before it fails; a run's `deadline=` bounds it.
         stream_timeout: seconds a stream may go without a byte (600: a long prompt on a
             slow server may take minutes before its first token).
         price: what this model's tokens cost, for a loop's `max_cost` (default: the
@@ -100,7 +101,7 @@ class OpenAICompatModel:
         max_tokens: int | None = DEFAULT_MAX_TOKENS,
         max_retries: int | None = None,
         retry: RetryPolicy | None = None,
-        timeout: float = 120.0,
+        timeout: float = 300.0,
         stream_timeout: float = 600.0,
         price: Price | None = None,
         structured: StructuredMode = "auto",

@@ -221,3 +221,73 @@ def test_anthropic_a_connection_error_is_unavailable(messages_route: respx.Route
     with pytest.raises(ModelError) as info:
         model.complete(REQUEST)
     assert info.value.kind == "unavailable"
+
+
+# -- a request's timeout (what is left of a run's deadline) --------------------------------
+
+
+def timed(seconds: float) -> ModelRequest:
+    return ModelRequest("", [Message.user("q")], timeout=seconds)
+
+
+def test_openai_compat_no_retry_waits_past_the_requests_timeout() -> None:
+    waits: list[float] = []
+    with respx.mock(base_url=BASE) as router:
+        route = router.post("/chat/completions").mock(
+            return_value=httpx.Response(503, headers={"retry-after": "5"})
+        )
+        model = OpenAICompatModel(BASE, "m", sleep=waits.append)
+        with pytest.raises(ModelError) as info:
+            model.complete(timed(1.0))
+    assert route.call_count == 1 and waits == []  # a 5 s wait would pass the 1 s left
+    assert info.value.status == 503
+
+
+def test_openai_compat_each_try_gets_at_most_what_is_left() -> None:
+    with respx.mock(base_url=BASE) as router:
+        route = router.post("/chat/completions").mock(
+            return_value=httpx.Response(200, json=completion_body("ok"))
+        )
+        OpenAICompatModel(BASE, "m").complete(timed(2.5))
+        OpenAICompatModel(BASE, "m").complete(REQUEST)
+    limited, default = (c.request.extensions["timeout"] for c in route.calls)
+    assert 0 < limited["read"] <= 2.5
+    assert default["read"] == 300.0  # the plain reply's default
+
+
+def test_openai_compat_a_spent_timeout_sends_nothing() -> None:
+    with respx.mock(base_url=BASE, assert_all_called=False) as router:
+        route = router.post("/chat/completions")
+        with pytest.raises(ModelError, match="ran out") as info:
+            OpenAICompatModel(BASE, "m").complete(timed(0.0))
+    assert route.call_count == 0 and info.value.kind == "timeout"
+
+
+def test_openai_compat_a_timed_out_try_is_a_timeout_error() -> None:
+    with respx.mock(base_url=BASE) as router:
+        router.post("/chat/completions").mock(side_effect=httpx.ReadTimeout("slow"))
+        model = OpenAICompatModel(BASE, "m", retry=RetryPolicy(max_retries=0))
+        with pytest.raises(ModelError) as info:
+            model.complete(REQUEST)
+    assert info.value.kind == "timeout"
+
+
+def test_anthropic_no_retry_waits_past_the_requests_timeout(messages_route: respx.Route) -> None:
+    busy = error(529, "overloaded_error", "Overloaded")
+    busy.headers["retry-after-ms"] = "5000"
+    messages_route.mock(return_value=busy)
+    model = AnthropicModel(client=anthropic.Anthropic(api_key="test-key", max_retries=3))
+    with pytest.raises(ModelError, match="Overloaded"):
+        model.complete(timed(1.0))
+    assert messages_route.call_count == 1
+    sent = messages_route.calls[0].request
+    assert float(sent.headers["x-stainless-timeout"]) <= 1.0  # the call's own timeout
+
+
+def completion_body(content: str) -> dict[str, object]:
+    message = {"role": "assistant", "content": content}
+    return {
+        "id": "c",
+        "model": "m",
+        "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
+    }

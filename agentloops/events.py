@@ -15,6 +15,7 @@ import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from agentloops.errors import RecordWriteError
@@ -90,6 +91,10 @@ class ModelCallFinished(Event):
     seconds: float
     attempts: tuple[ModelAttempt, ...] = ()
     """The models a `FallbackModel` tried, and that failed, before `model` answered."""
+    role: str = ""
+    """What the call was for in its loop: "planner", "solver", "reporter"... ("": a step)."""
+    cost: Decimal | None = None
+    """What the call cost, when the loop knows its model's price."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -181,6 +186,8 @@ def _plain(value: Any) -> Any:
         return block_to_dict(value)
     if hasattr(value, "model_dump"):
         return value.model_dump(mode="json")
+    if isinstance(value, Decimal):
+        return str(value)  # exact, as JSON text
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
     if isinstance(value, dict):

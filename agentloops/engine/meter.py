@@ -1,0 +1,139 @@
+"""A run's money and time, metered once for every loop: what its model calls cost (in all,
+and per role), the cap on that cost, and the run's wall-clock deadline.
+
+`metered(machine, meter)` wraps a run's step machine where a driver starts it, so it sees
+every model call of the run, a Plan-and-Execute step's calls included (a step is a nested
+machine). Before each model call it stops the run with `"budget"` once `max_cost` is
+spent, or with `"deadline"` once the deadline passed, and otherwise hands the call what is
+left of the deadline as its timeout (a call cut short by it stops the run the same way).
+Tool calls that started run to their end (each tool has its own `timeout=`), so the
+transcript a stopped run returns is always whole. After each reply it adds its cost. A
+stop is thrown into the machine as `Stop`: every loop's `lifecycle` turns it into the
+loop's partial result with that stop reason, and this wrapper returns that result instead
+of raising.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+from agentloops.engine.effects import CallModel, Machine, R
+from agentloops.engine.runs import Stop
+from agentloops.errors import ModelError
+from agentloops.pricing import Pricer
+from agentloops.usage import Price
+
+__all__ = ["Meter", "metered"]
+
+
+class Meter:
+    """One run's cost so far and its limits.
+
+    Args:
+        pricer: prices each reply (`agentloops.pricing.pricer`); `None`: cost unknown.
+        max_cost: stop before a model call once the cost reached this (needs `pricer`).
+        deadline: seconds the run may take, from when the meter is made.
+        clock: `time.monotonic` (tests pass a fake).
+    """
+
+    def __init__(
+        self,
+        *,
+        pricer: Pricer | None,
+        max_cost: Decimal | None = None,
+        deadline: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.pricer = pricer
+        self.max_cost = max_cost
+        self.deadline = deadline
+        self.clock = clock
+        self.ends = None if deadline is None else clock() + deadline
+        self.cost = Decimal(0)
+        self.by_role: dict[str, Decimal] = {}
+
+    def left(self) -> float | None:
+        """Seconds before the deadline (`None`: no deadline)."""
+        return None if self.ends is None else self.ends - self.clock()
+
+    def stop_before_call(self) -> Stop | None:
+        """Why the next model call must not start, if it must not."""
+        if self.max_cost is not None and self.cost >= self.max_cost:
+            return Stop("budget", f"max_cost={self.max_cost} reached after {self.cost} spent")
+        return self.stop_at_deadline()
+
+    def stop_at_deadline(self) -> Stop | None:
+        left = self.left()
+        if left is not None and left <= 0:
+            return Stop("deadline", f"deadline={self.deadline:g}s passed")
+        return None
+
+    def charge(self, effect: CallModel, price: Price | None, usage: Any) -> None:
+        if price is None:
+            return
+        cost = usage.cost(price)
+        self.cost += cost
+        role = effect.role or effect.loop
+        self.by_role[role] = self.by_role.get(role, Decimal(0)) + cost
+
+
+def metered(machine: Machine[R], meter: Meter) -> Machine[R]:
+    """`machine`, its model calls metered and limited by `meter` (see the module doc)."""
+    pricer = meter.pricer
+    outcome: Any = None
+    error: BaseException | None = None
+    stop: Stop | None = None
+    while True:
+        try:
+            effect = machine.send(outcome) if error is None else machine.throw(error)
+        except StopIteration as done:
+            result: R = done.value
+            return _priced(result, meter)
+        except Stop as stopped:
+            if stopped is not stop:
+                raise
+            partial: R = stopped.result
+            return _priced(partial, meter)
+        outcome, error = None, None
+        kind = type(effect)
+        if kind is CallModel:
+            stop = meter.stop_before_call()
+            if stop is not None:
+                error = stop
+                continue
+            left = meter.left()
+            if left is not None:  # the call gets what is left of the run's time
+                request = dataclasses.replace(effect.request, timeout=left)  # type: ignore[union-attr]
+                effect = dataclasses.replace(effect, request=request, pricer=pricer)  # type: ignore[arg-type]
+            elif pricer is not None:
+                effect = dataclasses.replace(effect, pricer=pricer)  # type: ignore[arg-type]
+            try:
+                outcome = yield effect
+            except ModelError as exc:  # a call cut short by the deadline: the run's stop
+                stop = meter.stop_at_deadline()
+                error = stop or exc
+                continue
+            except BaseException as exc:
+                error = exc
+                continue
+            if pricer is not None:
+                meter.charge(effect, pricer(outcome), outcome.usage)  # type: ignore[arg-type]
+            continue
+        try:
+            outcome = yield effect
+        except BaseException as exc:
+            error = exc
+
+
+def _priced(result: R, meter: Meter) -> R:
+    """The run's result with what it cost (when every reply was priced)."""
+    if meter.pricer is None or not hasattr(result, "cost"):
+        return result
+    priced: R = dataclasses.replace(  # type: ignore[type-var]
+        result, cost=meter.cost, cost_by_role=dict(meter.by_role)
+    )
+    return priced

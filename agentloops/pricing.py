@@ -8,16 +8,17 @@ this table; `set_price` and `load_prices` change the table for the whole process
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 from collections.abc import Callable, Mapping
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentloops.errors import ConfigurationError
 from agentloops.model import ModelResponse
 from agentloops.usage import Price
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = ["Pricer", "known_price", "load_prices", "pricer", "prices_of", "set_price"]
 
@@ -48,6 +49,9 @@ def _loaded() -> dict[str, Price]:
     global _table
     with _lock:
         if _table is None:
+            import json  # with the first look-up: `import agentloops` stays cheap
+            from pathlib import Path
+
             path = Path(__file__).with_name("prices.json")
             _table = _prices(json.loads(path.read_text(encoding="utf-8")), str(path))
         return _table
@@ -81,6 +85,9 @@ def load_prices(path: str | Path) -> None:
     Raises:
         ConfigurationError: the file is not such a JSON object, or a price is invalid.
     """
+    import json
+    from pathlib import Path
+
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -112,7 +119,7 @@ def prices_of(client: object) -> dict[str, Price | None]:
     return {type(client).__name__: None}
 
 
-def pricer(client: object, price: Price | Mapping[str, Price] | None = None) -> Pricer:
+def pricer(client: object, price: Price | Mapping[str, Price | None] | None = None) -> Pricer:
     """How a run prices each response of `client`: by `price` when given (one `Price`, or one
     per model name), else by the client's own prices.
 
@@ -125,7 +132,7 @@ def pricer(client: object, price: Price | Mapping[str, Price] | None = None) -> 
     """
     if isinstance(price, Price):
         return lambda _: price
-    table = dict(price) if price is not None else prices_of(client)
+    table: dict[str, Price | None] = dict(price) if price is not None else prices_of(client)
     missing = sorted(name for name, p in table.items() if p is None)
     if missing or not table:
         raise ConfigurationError(

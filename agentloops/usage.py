@@ -19,17 +19,17 @@ PER = 1_000_000
 """Prices are per million tokens."""
 
 
-def _money(name: str, value: object) -> Decimal:
+def as_money(name: str, value: object) -> Decimal:
     """`value` as an exact Decimal: a float goes through its shortest text (0.3 -> 0.3, not
     0.299999...), and a negative, infinite or non-numeric price is refused."""
     if isinstance(value, bool) or not isinstance(value, (Decimal, int, float, str)):
-        raise ValueError(f"Price {name} must be a number, got {value!r}")
+        raise ValueError(f"{name} must be a number, got {value!r}")
     try:
         amount = Decimal(str(value)) if isinstance(value, float) else Decimal(value)
     except InvalidOperation:
-        raise ValueError(f"Price {name} must be a number, got {value!r}") from None
+        raise ValueError(f"{name} must be a number, got {value!r}") from None
     if not amount.is_finite() or amount < 0:
-        raise ValueError(f"Price {name} must be a finite amount >= 0, got {value!r}")
+        raise ValueError(f"{name} must be a finite amount >= 0, got {value!r}")
     return amount
 
 
@@ -71,13 +71,19 @@ class Price:
         cache_read: Amount | None = None,
         cache_write: Amount | None = None,
     ):
-        base = _money("input", input)
+        base = as_money("Price input", input)
         set_ = object.__setattr__
         set_(self, "input", base)
-        set_(self, "output", _money("output", output))
-        set_(self, "cache_read", base if cache_read is None else _money("cache_read", cache_read))
+        set_(self, "output", as_money("Price output", output))
         set_(
-            self, "cache_write", base if cache_write is None else _money("cache_write", cache_write)
+            self,
+            "cache_read",
+            base if cache_read is None else as_money("Price cache_read", cache_read),
+        )
+        set_(
+            self,
+            "cache_write",
+            base if cache_write is None else as_money("Price cache_write", cache_write),
         )
 
 

@@ -17,17 +17,19 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentloops.engine.effects import CallModel, Machine, R
 from agentloops.engine.runs import Stop
-from agentloops.errors import ModelError
-from agentloops.pricing import Pricer
-from agentloops.usage import Price
+from agentloops.errors import ConfigurationError, ModelError
+from agentloops.usage import Amount, Price, as_money
 
-__all__ = ["Meter", "metered"]
+if TYPE_CHECKING:
+    from agentloops.pricing import Pricer
+
+__all__ = ["Meter", "meter_for", "metered"]
 
 
 class Meter:
@@ -137,3 +139,51 @@ def _priced(result: R, meter: Meter) -> R:
         result, cost=meter.cost, cost_by_role=dict(meter.by_role)
     )
     return priced
+
+
+def meter_for(
+    clients: Iterable[object],
+    *,
+    price: Price | Mapping[str, Price] | None,
+    max_cost: Amount | None,
+    deadline: float | None,
+) -> Callable[[], Meter] | None:
+    """How a loop over `clients` meters each run, checked once, when the loop is built.
+
+    The replies are priced by `price` (one `Price`, or one per model name, on top of the
+    clients' own prices and the table), else by the clients' own prices when all are
+    known; then each run reports its cost. `None`: nothing to meter (no price known, no
+    cap, no deadline), so runs are driven as they are.
+
+    Raises:
+        ConfigurationError: `max_cost` without a known price for every model that may
+            answer (a cap that might not see a call's cost is refused), a `max_cost`
+            that is not an amount >= 0, or a `deadline` that is not > 0 seconds.
+    """
+    from agentloops import pricing  # with the first loop that prices or limits its runs
+
+    cap = None
+    if max_cost is not None:
+        try:
+            cap = as_money("max_cost", max_cost)
+        except ValueError as exc:
+            raise ConfigurationError(str(exc)) from None
+    if deadline is not None and not deadline > 0:
+        raise ConfigurationError(f"deadline must be > 0 seconds, got {deadline}")
+    priced: Pricer | None
+    if isinstance(price, Price):
+        priced = pricing.pricer(None, price)
+    else:
+        table: dict[str, Price | None] = {}
+        for client in clients:
+            table.update(pricing.prices_of(client))
+        table.update(price or {})
+        try:
+            priced = pricing.pricer(None, table)
+        except ConfigurationError:
+            if cap is not None:
+                raise
+            priced = None  # the cost is unknown: runs report none
+    if priced is None and deadline is None:
+        return None
+    return lambda: Meter(pricer=priced, max_cost=cap, deadline=deadline)

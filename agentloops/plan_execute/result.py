@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Literal
 
 import pydantic
@@ -38,6 +39,8 @@ PlanStopReason = Literal[
     "context_window",
     "empty",
     "invalid_plan",
+    "budget",
+    "deadline",
     "error",
 ]
 
@@ -65,6 +68,11 @@ class PlanExecuteResult:
     pending_approvals: list[ToolCall] = field(default_factory=list)
     """The paused step's calls waiting for a decision (`stop_reason="approval_required"`)."""
     detail: str = ""
+    cost: Decimal | None = None
+    """What the run's model calls cost, when the loop knows its models' prices (`price=`,
+    a priced client, or the packaged table); `None` otherwise."""
+    cost_by_role: dict[str, Decimal] = field(default_factory=dict)
+    """The cost per role: "planner", "solver", "reporter"..., and "react" for ReAct steps."""
 
     def raise_for_stop(self) -> None:
         """Raise the matching `RunError` (with this result) unless the run answered."""

@@ -59,8 +59,9 @@ class PlanExecuteResult:
     run_id: str
     stop_reason: PlanStopReason
     """"answered", "approval_required", "refused", "max_tokens", "context_window",
-    "empty" (the reporter's reply), "invalid_plan" / "error" (on an exception's
-    `.result`), or "running" (from `status` of a run that has not finished)."""
+    "empty" (the reporter's reply), "budget" (`max_cost` spent), "deadline" (`deadline`
+    passed), "invalid_plan" / "error" (on an exception's `.result`), or "running" (from
+    `status` of a run that has not finished)."""
     step_status: list[StepStatus] = field(default_factory=list)
     """Per step: "pending", "done", "incomplete" (stopped short, e.g. at its limit), "paused"."""
     tool_calls: int = 0

@@ -4,6 +4,8 @@ prices on top of it, and the rule that turns a client into a price per response.
 The table is read on the first look-up, never at `import agentloops`. A price given on a
 loop (`price=`) beats one given on a client (`AnthropicModel(price=...)`), which beats
 this table; `set_price` and `load_prices` change the table for the whole process.
+
+Rule: no I/O at import, and nothing above the model boundary (no engine, no loop).
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@ transcript a stopped run returns is always whole. After each reply it adds its c
 stop is thrown into the machine as `Stop`: every loop's `lifecycle` turns it into the
 loop's partial result with that stop reason, and this wrapper returns that result instead
 of raising.
+
+Rule: it knows no loop: only `CallModel` effects, their replies, and the `Stop` it throws.
 """
 
 from __future__ import annotations

@@ -6,14 +6,13 @@ advisory lock on the name: drop what aged out of the window, count what is left,
 record the start if the limits allow it. Times are the database server's
 (`clock_timestamp()`), so workers on machines with different clocks share one window.
 It knows nothing of model clients: `RateLimiter(store=...)` calls `admit` and `spend`.
+
+Rule: it knows no model client; only its window's counts, by the database's clock.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # pragma: no cover
-    from agentloops.journal.postgres import PostgresStore
+from typing import Any
 
 _TABLE = (
     "CREATE TABLE IF NOT EXISTS agentloops_rate_events ("
@@ -27,7 +26,8 @@ _SINCE = "name = %(name)s AND at > clock_timestamp() - %(window)s * interval '1 
 class PostgresRateWindow:
     """The shared window of the limiter called `name` (`PostgresStore.rate_window(name)`)."""
 
-    def __init__(self, store: PostgresStore, name: str):
+    def __init__(self, store: Any, name: str):
+        # `store` is the PostgresStore that made this window (not imported: no circle)
         self.store = store
         self.name = name
         with store._using(name, "create the rate limit table", transaction=True) as conn:

@@ -1,5 +1,8 @@
 """Calling any `ModelClient` the way a caller wants (async, streamed) whichever ways it
-has: for the clients that wrap others (`FallbackModel`, `RateLimiter`)."""
+has: for the clients that wrap others (`FallbackModel`, `RateLimiter`).
+
+Rule: it only calls; no retries, no limits, no state.
+"""
 
 from __future__ import annotations
 

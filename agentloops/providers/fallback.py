@@ -8,6 +8,8 @@ have (a member without them is called through `complete`). Each member retries b
 response names the model that answered and the ones that failed before it
 (`ModelResponse.attempts`), which the driver puts on `ModelCallFinished`, and a durable
 run's journal records with the response, so a resumed run does not ask again.
+
+Rule: it knows no loop and no provider: only `ModelClient`s and `ModelError.kind`.
 """
 
 from __future__ import annotations

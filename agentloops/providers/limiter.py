@@ -8,6 +8,8 @@ spent by the calls that finished in it, at most `max_concurrent` calls in flight
 client's own retries) pauses every caller until its `Retry-After` has passed and is
 tried again. The accounting is one lock over a few counters, with an injectable clock,
 so the same limiter serves sync and async callers and tests drive it on a fake clock.
+
+Rule: it knows no loop and no provider; its lock is never held while anyone waits.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ One value that both providers take (`OpenAICompatModel(retry=...)`,
 `AnthropicModel(retry=...)`), so the rule is written once and can be read in docs. It
 decides from what came back (a status and its headers, or no answer at all) and never
 sleeps itself: the provider's sync or async path does the waiting.
+
+Rule: no I/O, no sleeping, no provider: statuses and headers in, a decision out.
 """
 
 from __future__ import annotations

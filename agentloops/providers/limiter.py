@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import threading
 import time
 from collections import deque
@@ -254,7 +255,7 @@ class RateLimiter:
         """`complete` on the event loop (a client without `acomplete` runs in a thread)."""
         refused = 0
         while True:
-            await self._aenter()
+            request = await self._aenter(request)
             tokens = 0
             try:
                 response = await calls.acomplete(self.client, request)
@@ -273,7 +274,7 @@ class RateLimiter:
         the first delta waits and is sent again, one after it is raised."""
         refused, delivered = 0, False
         while True:
-            self._enter()
+            request = self._enter(request)
             tokens = 0
             items: Any = None
             try:
@@ -300,7 +301,7 @@ class RateLimiter:
         """`stream` on the event loop."""
         refused, delivered = 0, False
         while True:
-            await self._aenter()
+            request = await self._aenter(request)
             tokens = 0
             items: Any = None
             try:
@@ -322,31 +323,52 @@ class RateLimiter:
 
     # -- waiting ------------------------------------------------------------------------
 
-    def _enter(self) -> None:
+    def _enter(self, request: ModelRequest) -> ModelRequest:
+        """Wait for a place; the request, with what is left of its timeout after the wait.
+
+        Raises:
+            ModelError: (kind "timeout") the wait would outlast `request.timeout`: a run's
+                deadline beats the limits.
+        """
         budget = self._budget
+        ends = None if request.timeout is None else budget.clock() + request.timeout
+        waited = False
         while True:
             wait = budget.take()
             if wait == 0.0:
-                return
+                return _left(request, ends, budget.clock()) if waited else request
+            waited = True
+            left = None if ends is None else ends - budget.clock()
             if wait is not None:
+                if left is not None and wait >= left:
+                    raise _too_long(wait, request)
                 self._sleep(wait)
                 continue
             freed = threading.Event()
-            if budget.wait_for_place(freed.set):
-                freed.wait()
+            if budget.wait_for_place(freed.set) and not freed.wait(left):
+                raise _too_long(request.timeout or 0.0, request)
 
-    async def _aenter(self) -> None:
+    async def _aenter(self, request: ModelRequest) -> ModelRequest:
         budget = self._budget
+        ends = None if request.timeout is None else budget.clock() + request.timeout
+        waited = False
         while True:
             wait = await self._atake()
             if wait == 0.0:
-                return
+                return _left(request, ends, budget.clock()) if waited else request
+            waited = True
+            left = None if ends is None else ends - budget.clock()
             if wait is not None:
+                if left is not None and wait >= left:
+                    raise _too_long(wait, request)
                 await self._async_sleep(wait)
                 continue
             freed = asyncio.get_running_loop().create_future()
             if budget.wait_for_place(_waker(freed)):
-                await freed
+                try:
+                    await asyncio.wait_for(freed, left)
+                except asyncio.TimeoutError:
+                    raise _too_long(request.timeout or 0.0, request) from None
 
     async def _atake(self) -> float | None:
         if self._budget.shared is not None:  # a database round trip: off the event loop
@@ -375,3 +397,18 @@ def _waker(future: asyncio.Future[None]) -> Callable[[], None]:
             loop.call_soon_threadsafe(settle)
 
     return wake
+
+
+def _left(request: ModelRequest, ends: float | None, now: float) -> ModelRequest:
+    """`request` with the time it waited taken off its timeout."""
+    if ends is None:
+        return request
+    return dataclasses.replace(request, timeout=max(ends - now, 0.0))
+
+
+def _too_long(wait: float, request: ModelRequest) -> ModelError:
+    return ModelError(
+        f"the rate limit asks to wait {wait:.1f} s, past the {request.timeout:.1f} s this "
+        "call has left (the run's deadline)",
+        kind="timeout",
+    )

@@ -319,3 +319,63 @@ def test_a_shared_tokens_limit_in_postgres(postgres_conninfo: str) -> None:
         assert 0.5 < wait <= 1.0  # the 10 tokens age out a second after they were spent
         time.sleep(wait + 0.05)
         assert window.admit(None, 10, 1.0) == 0.0
+
+
+def test_a_wait_past_the_calls_time_left_is_a_timeout_not_a_wait() -> None:
+    clock = FakeClock()
+    seen: list[float | None] = []
+
+    def answer(request: ModelRequest) -> ModelResponse:
+        seen.append(request.timeout)
+        return respond("ok")
+
+    limited = RateLimiter(
+        FunctionModel(answer), requests_per_minute=1, clock=clock, sleep=clock.sleep
+    )
+    limited.complete(REQUEST)
+    short = ModelRequest("", [Message.user("q")], timeout=5.0)
+    with pytest.raises(ModelError, match=r"past the 5\.0 s") as info:
+        limited.complete(short)
+    assert info.value.kind == "timeout" and clock.slept == []  # a run's deadline wins
+    long = ModelRequest("", [Message.user("q")], timeout=100.0)
+    limited.complete(long)
+    assert clock.slept == [60.0] and seen[-1] == 40.0  # the wait came off its time
+
+
+def test_an_async_wait_for_a_place_gives_up_at_the_calls_time() -> None:
+    async def main() -> None:
+        gate = asyncio.Event()
+
+        async def answer(request: ModelRequest) -> ModelResponse:
+            await gate.wait()
+            return respond("ok")
+
+        limited = RateLimiter(FunctionModel(answer), max_concurrent=1)
+        first = asyncio.create_task(limited.acomplete(REQUEST))
+        await asyncio.sleep(0)
+        short = ModelRequest("", [Message.user("q")], timeout=0.05)
+        with pytest.raises(ModelError, match="past the") as info:
+            await limited.acomplete(short)
+        assert info.value.kind == "timeout"
+        gate.set()
+        assert (await first).message.text == "ok"
+
+    asyncio.run(main())
+
+
+def test_a_thread_waiting_for_a_place_gives_up_at_the_calls_time() -> None:
+    gate = threading.Event()
+
+    def answer(request: ModelRequest) -> ModelResponse:
+        gate.wait()
+        return respond("ok")
+
+    limited = RateLimiter(FunctionModel(answer), max_concurrent=1)
+    with ThreadPoolExecutor(1) as pool:
+        first = pool.submit(limited.complete, REQUEST)
+        while limited.running == 0:
+            time.sleep(0.001)
+        with pytest.raises(ModelError, match="past the"):
+            limited.complete(ModelRequest("", [Message.user("q")], timeout=0.05))
+        gate.set()
+        assert first.result().message.text == "ok"

@@ -133,7 +133,7 @@ def pricer(client: object, price: Price | Mapping[str, Price | None] | None = No
         ConfigurationError: a model the client may answer with has no known price.
     """
     if isinstance(price, Price):
-        return lambda _: price
+        return _Fixed(price)
     table: dict[str, Price | None] = dict(price) if price is not None else prices_of(client)
     missing = sorted(name for name, p in table.items() if p is None)
     if missing or not table:
@@ -145,17 +145,38 @@ def pricer(client: object, price: Price | Mapping[str, Price | None] | None = No
         )
     known: dict[str, Price] = {name: p for name, p in table.items() if p is not None}
     if len(known) == 1:
-        only = next(iter(known.values()))
-        return lambda _: only
-    ceiling = Price(
-        input=max(p.input for p in known.values()),
-        output=max(p.output for p in known.values()),
-        cache_read=max(p.cache_read for p in known.values()),
-        cache_write=max(p.cache_write for p in known.values()),
-    )
+        return _Fixed(next(iter(known.values())))
+    return _ByModel(known)
 
-    def of(response: ModelResponse) -> Price:
-        name = response.model
-        return known.get(name) or known.get(_DATED.sub("", name)) or ceiling
 
-    return of
+class _Fixed:
+    """One price for every response (a plain class, so a loop holding it pickles)."""
+
+    __slots__ = ("price",)
+
+    def __init__(self, price: Price):
+        self.price = price
+
+    def __call__(self, response: ModelResponse) -> Price:
+        return self.price
+
+
+class _ByModel:
+    """The price of the model that answered; the dearest rate of each kind for a reply
+    that names none of them."""
+
+    __slots__ = ("ceiling", "known")
+
+    def __init__(self, known: dict[str, Price]):
+        self.known = known
+        prices = known.values()
+        self.ceiling = Price(
+            input=max(p.input for p in prices),
+            output=max(p.output for p in prices),
+            cache_read=max(p.cache_read for p in prices),
+            cache_write=max(p.cache_write for p in prices),
+        )
+
+    def __call__(self, response: ModelResponse) -> Price:
+        name, known = response.model, self.known
+        return known.get(name) or known.get(_DATED.sub("", name)) or self.ceiling

@@ -188,4 +188,16 @@ def meter_for(
             priced = None  # the cost is unknown: runs report none
     if priced is None and deadline is None:
         return None
-    return lambda: Meter(pricer=priced, max_cost=cap, deadline=deadline)
+    return _Spec(priced, cap, deadline)
+
+
+class _Spec:
+    """Makes each run's `Meter` (a plain class, so a loop holding it pickles)."""
+
+    __slots__ = ("deadline", "max_cost", "pricer")
+
+    def __init__(self, pricer: Pricer | None, max_cost: Decimal | None, deadline: float | None):
+        self.pricer, self.max_cost, self.deadline = pricer, max_cost, deadline
+
+    def __call__(self) -> Meter:
+        return Meter(pricer=self.pricer, max_cost=self.max_cost, deadline=self.deadline)

@@ -385,3 +385,22 @@ def test_a_raised_attempt_still_counts_its_cost() -> None:
 
     result = compare({"failing": failing}, ["q"], checker=lambda t, a: True)
     assert result.attempts[0].error and result.attempts[0].cost == 5
+
+
+def test_a_priced_loop_with_a_deadline_pickles_and_runs_after_unpickling() -> None:
+    import pickle
+
+    from agentloops import ReActLoop
+
+    loop = ReActLoop(PlainHaiku(), [], max_cost=1, deadline=60)
+    copy = pickle.loads(pickle.dumps(loop))
+    assert copy.run("go").cost == Decimal("0.001")
+
+
+class PlainHaiku:
+    """A picklable model (the scripted fakes hold locks), priced through the table."""
+
+    model = "claude-haiku-4-5"
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        return respond("ok", usage=Usage(input_tokens=1000))

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from agentloops.engine.effects import CallModel, Machine, R
 from agentloops.engine.runs import Stop
 from agentloops.errors import ConfigurationError, ModelError
-from agentloops.usage import Amount, Price, as_money
+from agentloops.usage import Amount, Price, Usage, as_money
 
 if TYPE_CHECKING:
     from agentloops.pricing import Pricer
@@ -76,7 +76,7 @@ class Meter:
             return Stop("deadline", f"deadline={self.deadline:g}s passed")
         return None
 
-    def charge(self, effect: CallModel, price: Price | None, usage: Any) -> None:
+    def charge(self, effect: CallModel, price: Price | None, usage: Usage) -> None:
         if price is None:
             return
         cost = usage.cost(price)
@@ -86,10 +86,18 @@ class Meter:
 
 
 def metered(machine: Machine[R], meter: Meter) -> Machine[R]:
-    """`machine`, its model calls metered and limited by `meter` (see the module doc)."""
+    """`machine`, its model calls metered and limited by `meter` (see the module doc);
+    closing this closes `machine` too."""
+    try:
+        return (yield from _metered(machine, meter))
+    finally:
+        machine.close()
+
+
+def _metered(machine: Machine[R], meter: Meter) -> Machine[R]:
     pricer = meter.pricer
     outcome: Any = None
-    error: BaseException | None = None
+    error: Exception | None = None
     stop: Stop | None = None
     while True:
         try:
@@ -121,7 +129,7 @@ def metered(machine: Machine[R], meter: Meter) -> Machine[R]:
                 stop = meter.stop_at_deadline()
                 error = stop or exc
                 continue
-            except BaseException as exc:
+            except Exception as exc:  # the machine decides (a driver's, or a tool's)
                 error = exc
                 continue
             if pricer is not None:
@@ -129,7 +137,7 @@ def metered(machine: Machine[R], meter: Meter) -> Machine[R]:
             continue
         try:
             outcome = yield effect
-        except BaseException as exc:
+        except Exception as exc:
             error = exc
 
 

@@ -246,7 +246,7 @@ class RateLimiter:
     def complete(self, request: ModelRequest) -> ModelResponse:
         """`client.complete(request)` once the limits allow; waits, never fails, for them."""
         response = None
-        for item in self.stream(request, _whole=True):
+        for item in self._limited(request, whole=True):
             response = item
         assert isinstance(response, ModelResponse)
         return response
@@ -266,19 +266,22 @@ class RateLimiter:
             finally:
                 self._budget.done(tokens)
 
-    def stream(
-        self, request: ModelRequest, *, _whole: bool = False
-    ) -> Iterator[Delta | ModelResponse]:
+    def stream(self, request: ModelRequest) -> Iterator[Delta | ModelResponse]:
         """The client's stream (or its one response) once the limits allow. The call
         holds its place until the stream ends or is closed; a rate-limited failure before
         the first delta waits and is sent again, one after it is raised."""
+        return self._limited(request, whole=False)
+
+    def _limited(self, request: ModelRequest, *, whole: bool) -> Iterator[Delta | ModelResponse]:
+        """The call, in a place the limits allow: `complete`'s one response when `whole`,
+        else the client's stream."""
         refused, delivered = 0, False
         while True:
             request = self._enter(request)
             tokens = 0
             items: Any = None
             try:
-                if _whole:
+                if whole:
                     items = iter([self.client.complete(request)])
                 else:
                     items = calls.parts(self.client, request)

@@ -404,3 +404,20 @@ class PlainHaiku:
 
     def complete(self, request: ModelRequest) -> ModelResponse:
         return respond("ok", usage=Usage(input_tokens=1000))
+
+
+def test_a_priced_stream_closed_early_ends_the_run_quietly() -> None:
+    from agentloops import ReActLoop
+
+    model = ScriptedModel(calls(3))
+    items = ReActLoop(model, [lookup], price=DOLLAR_A_TOKEN, deadline=60).stream("go")
+    first = next(items)
+    items.close()
+    assert type(first).__name__ == "RunStarted" and model.calls == 0
+
+
+def test_a_priced_stream_ends_with_the_priced_result() -> None:
+    from agentloops import ReActLoop, ReActResult
+
+    items = list(ReActLoop(ScriptedModel(calls(1)), [lookup], price=DOLLAR_A_TOKEN).stream("go"))
+    assert isinstance(items[-1], ReActResult) and items[-1].cost == 10

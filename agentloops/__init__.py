@@ -20,6 +20,8 @@ from agentloops.errors import (
     CallInDoubt,
     CheckpointError,
     ConfigurationError,
+    ContextWindowExceeded,
+    DeadlineExceeded,
     EmptyReply,
     JournalConflict,
     LeaseLost,
@@ -73,6 +75,7 @@ from agentloops.messages import (
 from agentloops.model import (
     AsyncModelClient,
     AsyncStreamingModelClient,
+    ModelAttempt,
     ModelClient,
     ModelRequest,
     ModelResponse,
@@ -99,7 +102,7 @@ from agentloops.tools import (
     idempotency_key,
     tool,
 )
-from agentloops.usage import Usage
+from agentloops.usage import Price, Usage
 
 __version__ = "0.1.0"
 """The installed version; the build reads it from here (pyproject.toml, `[tool.hatch.version]`)."""
@@ -122,7 +125,10 @@ if _typing.TYPE_CHECKING:  # pragma: no cover
     )
     from agentloops.plan_execute import Plan, PlanAndExecute, PlanExecuteResult, PlanStep
     from agentloops.providers.anthropic import AnthropicModel
+    from agentloops.providers.fallback import FallbackModel
+    from agentloops.providers.limiter import RateLimiter
     from agentloops.providers.openai_compat import OpenAICompatModel
+    from agentloops.providers.retry import RetryPolicy
     from agentloops.rewoo import ReWOOPipeline, ReWOOPlan, ReWOOPlanStep, ReWOOResult, validate_plan
     from agentloops.router import RouteDecision, Router
 
@@ -133,6 +139,9 @@ if _typing.TYPE_CHECKING:  # pragma: no cover
 _LAZY = {
     "AnthropicModel": "agentloops.providers.anthropic",
     "OpenAICompatModel": "agentloops.providers.openai_compat",
+    "FallbackModel": "agentloops.providers.fallback",
+    "RateLimiter": "agentloops.providers.limiter",
+    "RetryPolicy": "agentloops.providers.retry",
     "BatchItem": "agentloops.batch",
     "Cassette": "agentloops.cassettes",
     "CassetteMismatch": "agentloops.cassettes",
@@ -206,12 +215,15 @@ __all__ = [
     "Checkpointer",
     "Comparison",
     "ConfigurationError",
+    "ContextWindowExceeded",
+    "DeadlineExceeded",
     "Decision",
     "DoubtPolicy",
     "EmptyReply",
     "Evaluator",
     "Event",
     "EventSink",
+    "FallbackModel",
     "JSONLSink",
     "JournalConflict",
     "JournalRecord",
@@ -223,6 +235,7 @@ __all__ = [
     "MemoryCheckpointer",
     "MemoryStore",
     "Message",
+    "ModelAttempt",
     "ModelCallFinished",
     "ModelCallStarted",
     "ModelClient",
@@ -241,6 +254,8 @@ __all__ = [
     "PlanStep",
     "PlanValidationError",
     "PostgresStore",
+    "Price",
+    "RateLimiter",
     "ReActLoop",
     "ReActResult",
     "ReWOOPipeline",
@@ -250,6 +265,7 @@ __all__ = [
     "RecordWriteError",
     "RedactedThinking",
     "Replanned",
+    "RetryPolicy",
     "RouteDecision",
     "Router",
     "RunError",

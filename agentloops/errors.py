@@ -2,7 +2,8 @@
 
     AgentLoopsError                 root; `.result` holds the partial run when there is one
     ├── ConfigurationError          the caller's mistake, raised before anything runs
-    ├── ModelError                  the provider failed after its retries (`.request_id`)
+    ├── ModelError                  the provider failed after its retries (`.kind`, `.status`)
+    │   └── ContextWindowExceeded   the prompt does not fit the model's context window
     ├── ModelOutputError            structured output still invalid after retries (`.raw`)
     ├── TranscriptError             a transcript the provider would reject
     ├── PlanValidationError         a plan that must not run (`.problems`)
@@ -16,7 +17,8 @@
     │   └── JournalConflict         the journal moved past `after=`, or a keyed record exists
     └── RunError                    a run stopped short of an answer (`.result`)
         ├── StepLimitExceeded       `max_steps` (or `max_tool_calls`) reached
-        ├── BudgetExceeded          the token budget is spent
+        ├── BudgetExceeded          the token or cost budget is spent
+        ├── DeadlineExceeded        the run's wall-clock deadline passed
         ├── RunStalled              the same calls gave the same results again and again
         ├── ModelRefused            the model declined to answer
         ├── OutputTruncated         the answer was cut by `max_tokens` or the context window
@@ -34,7 +36,8 @@ Rule: only `usage` below it; the records the errors carry are typed loosely (`An
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Literal
 
 from agentloops.usage import Usage
 
@@ -60,13 +63,83 @@ def check_limits(**limits: tuple[int | None, int]) -> None:
             raise ConfigurationError(f"{name} must be >= {least}, got {value}")
 
 
-class ModelError(AgentLoopsError):
-    """The model provider failed after its own retries. The cause is chained."""
+ErrorKind = Literal[
+    "rate_limited",
+    "overloaded",
+    "unavailable",
+    "timeout",
+    "context_window",
+    "bad_request",
+    "auth",
+    "not_found",
+    "bad_reply",
+    "other",
+]
+"""What went wrong with a model call, in words a fallback or a limiter can decide on."""
 
-    def __init__(self, message: str, *, request_id: str | None = None, status: int | None = None):
+
+def kind_of_status(status: int | None) -> ErrorKind:
+    """The kind of failure an HTTP status means (`None`: no answer, so "unavailable")."""
+    if status is None:
+        return "unavailable"
+    if status == 429:
+        return "rate_limited"
+    if status == 529:
+        return "overloaded"
+    if status in (408, 504):
+        return "timeout"
+    if status >= 500 or status == 409:
+        return "unavailable"
+    if status in (401, 402, 403):
+        return "auth"
+    if status == 404:
+        return "not_found"
+    if status >= 400:
+        return "bad_request"
+    return "other"
+
+
+class ModelError(AgentLoopsError):
+    """The model provider failed after its own retries. The cause is chained.
+
+    Attributes:
+        kind: what went wrong (`ErrorKind`): "rate_limited", "overloaded", "unavailable"
+            (5xx, no connection), "timeout", "context_window", "bad_request", "auth"
+            (401, 402, 403), "not_found", "bad_reply" (an answer that cannot be read) or
+            "other". Derived from `status` when not given.
+        status: the HTTP status, when there was an answer.
+        request_id: the provider's id for the request, when it sent one.
+        retry_after: seconds the provider asked to wait (`Retry-After`), when it did.
+        failures: for a `FallbackModel` whose every model failed, each model's name and
+            error, in the order tried.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        request_id: str | None = None,
+        status: int | None = None,
+        kind: ErrorKind | None = None,
+        retry_after: float | None = None,
+        failures: Sequence[tuple[str, ModelError]] = (),
+    ):
         super().__init__(message)
         self.request_id = request_id
         self.status = status
+        self.kind: ErrorKind = kind or (kind_of_status(status) if status else "other")
+        self.retry_after = retry_after
+        self.failures = list(failures)
+
+
+class ContextWindowExceeded(ModelError):
+    """The prompt (with the output it asks for) does not fit the model's context window.
+
+    Never retried as transient: the same request fails the same way. A `FallbackModel`
+    falls back on it by default (a model with a larger window may take the request)."""
+
+    def __init__(self, message: str, *, request_id: str | None = None, status: int | None = None):
+        super().__init__(message, request_id=request_id, status=status, kind="context_window")
 
 
 class ModelOutputError(AgentLoopsError):
@@ -186,7 +259,11 @@ class StepLimitExceeded(RunError):
 
 
 class BudgetExceeded(RunError):
-    """The run spent its token budget."""
+    """The run spent its token budget (`max_total_tokens`) or its money (`max_cost`)."""
+
+
+class DeadlineExceeded(RunError):
+    """The run's `deadline` passed before it answered."""
 
 
 class RunStalled(RunError):
@@ -231,6 +308,7 @@ STOP_ERRORS: dict[str, type[RunError]] = {
     "max_tool_calls": StepLimitExceeded,
     "empty": EmptyReply,
     "budget": BudgetExceeded,
+    "deadline": DeadlineExceeded,
     "stalled": RunStalled,
     "approval_required": ApprovalRequired,
     "refused": ModelRefused,

@@ -15,6 +15,7 @@ import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from agentloops.errors import RecordWriteError
@@ -59,6 +60,20 @@ class RunFinished(Event):
     seconds: float
 
 
+@dataclass(frozen=True, slots=True)
+class ModelAttempt:
+    """A model that was tried and failed before another answered (a `FallbackModel`'s)."""
+
+    model: str
+    """The model's name."""
+    kind: str
+    """The failure's `ModelError.kind`, e.g. "overloaded"."""
+    error: str
+    """`"TypeName: message"` of the failure."""
+    seconds: float
+    """How long the failed try took."""
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ModelCallStarted(Event):
     step: int
@@ -72,7 +87,14 @@ class ModelCallFinished(Event):
     stop_reason: str
     usage: Usage
     model: str
+    """The model that answered."""
     seconds: float
+    attempts: tuple[ModelAttempt, ...] = ()
+    """The models a `FallbackModel` tried, and that failed, before `model` answered."""
+    role: str = ""
+    """What the call was for in its loop: "planner", "solver", "reporter"... ("": a step)."""
+    cost: Decimal | None = None
+    """What the call cost, when the loop knows its model's price."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -158,12 +180,14 @@ EventSink = Callable[[Event], None]
 
 
 def _plain(value: Any) -> Any:
-    if isinstance(value, Usage | ToolOutcome):
+    if isinstance(value, Usage | ToolOutcome | ModelAttempt):
         return dataclasses.asdict(value)
     if isinstance(value, Block):
         return block_to_dict(value)
     if hasattr(value, "model_dump"):
         return value.model_dump(mode="json")
+    if isinstance(value, Decimal):
+        return str(value)  # exact, as JSON text
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
     if isinstance(value, dict):

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
+from agentloops.events import ModelAttempt as ModelAttempt  # what a response lists
 from agentloops.messages import Message
 from agentloops.usage import Usage as Usage  # re-exported: it was defined here first
 
@@ -80,6 +81,9 @@ class ModelRequest:
     tool_choice: ToolChoice = "auto"
     max_tokens: int | None = None
     output: OutputSchema | None = None
+    timeout: float | None = None
+    """Seconds this call may take at most, retries and their waits included: what is left
+    of a run's `deadline`. `None`: the client's own timeouts."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +94,10 @@ class ModelResponse:
     stop_reason: StopReason
     usage: Usage = field(default_factory=Usage)
     model: str = ""
+    """The model that answered."""
     output: Any = None
+    attempts: tuple[ModelAttempt, ...] = ()
+    """The models tried, and failed, before `model` answered (empty: it was the first)."""
 
 
 @runtime_checkable

@@ -137,6 +137,11 @@ class OTelSink:
             span.set_attribute("gen_ai.response.model", event.model)
         span.set_attribute("gen_ai.response.finish_reasons", [event.stop_reason])
         _set_usage(span, event.usage)
+        if event.cost is not None:  # exact, as text: a float would round it
+            span.set_attribute("agentloops.cost", str(event.cost))
+        if event.attempts:  # a fallback chain's models that failed before this one answered
+            span.set_attribute("agentloops.fallback.failed", [a.model for a in event.attempts])
+            span.set_attribute("agentloops.fallback.kinds", [a.kind for a in event.attempts])
         _end(span, None)
 
     def _tool_started(self, event: ToolCallStarted) -> None:

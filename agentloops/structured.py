@@ -131,12 +131,14 @@ def structured_machine(
     max_tokens: int | None = None,
     loop: str = "structured",
     run_id: str = "",
+    role: str = "",
 ) -> Machine[StructuredReply[T]]:
     """`ask_structured` as a step machine: what every loop's planner, router and
-    evaluator runs inside its own machine."""
+    evaluator runs inside its own machine. `role` names what its calls are for (the
+    cost per role)."""
     if max_retries < 0:
         raise ConfigurationError(f"max_retries must be >= 0, got {max_retries}")
-    return _structured(model, schema, prompt, system, max_retries, max_tokens, loop, run_id)
+    return _structured(model, schema, prompt, system, max_retries, max_tokens, loop, run_id, role)
 
 
 def _structured(
@@ -148,13 +150,14 @@ def _structured(
     max_tokens: int | None,
     loop: str,
     run_id: str,
+    role: str = "",
 ) -> Machine[StructuredReply[T]]:
     messages = [Message.user(prompt)] if isinstance(prompt, str) else list(prompt)
     output = output_schema(schema)
     usage, calls, raw, errors = Usage(), 0, "", ""
     for _attempt in range(max_retries + 1):
         request = ModelRequest(system, messages, max_tokens=max_tokens, output=output)
-        response: ModelResponse = yield CallModel(model, request, loop, run_id, calls)
+        response: ModelResponse = yield CallModel(model, request, loop, run_id, calls, role)
         usage, calls = usage + response.usage, calls + 1
         raw = _raw(response)
         try:
@@ -205,17 +208,18 @@ def text_machine(
     loop: str = "text",
     run_id: str = "",
     step: int = 0,
+    role: str = "",
 ) -> Machine[tuple[ModelResponse, int]]:
     """`ask_text` as a step machine: the final response and how many calls it took.
     When the first reply was empty and the model was asked again, the response's usage
     covers both calls."""
     request = ModelRequest(system, [Message.user(prompt)], max_tokens=max_tokens)
-    response: ModelResponse = yield CallModel(model, request, loop, run_id, step)
+    response: ModelResponse = yield CallModel(model, request, loop, run_id, step, role)
     if reply_stop(response) != "empty":
         return response, 1
     again = Message("user", (Text(prompt), Text(EMPTY_NUDGE)))
     retry = ModelRequest(system, [again], max_tokens=max_tokens)
-    second: ModelResponse = yield CallModel(model, retry, loop, run_id, step + 1)
+    second: ModelResponse = yield CallModel(model, retry, loop, run_id, step + 1, role)
     return dataclasses.replace(second, usage=response.usage + second.usage), 2
 
 

@@ -28,9 +28,10 @@ SCRIPTS = (
     "memory.py",
     "async_runs.py",
     "stream_overhead.py",
+    "limiter.py",
     "durability.py",
 )
-QUICK = {"react_overhead.py", "async_runs.py", "stream_overhead.py", "durability.py"}
+QUICK = {"react_overhead.py", "async_runs.py", "stream_overhead.py", "limiter.py", "durability.py"}
 """The scripts that take `--quick`."""
 BUDGET_SECONDS = 600
 

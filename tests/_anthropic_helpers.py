@@ -62,7 +62,7 @@ def reply(
 
 def error(status: int, kind: str, message: str, request_id: str = "req_err") -> httpx.Response:
     body = {"type": "error", "error": {"type": kind, "message": message}}
-    # retry-after-ms makes the SDK's retry sleep 1 ms (its public backoff override)
+    # retry-after-ms makes the retry policy wait 1 ms (the header a server may send)
     headers = {"request-id": request_id, "retry-after-ms": "1"}
     return httpx.Response(status, json=body, headers=headers)
 

@@ -34,6 +34,7 @@ RUNNABLE = [
     "checkpoints.md",
     "compare.md",
     "durability.md",
+    "models.md",
     "plan-and-execute.md",
     "react.md",
     "rewoo.md",

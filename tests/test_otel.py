@@ -341,3 +341,19 @@ def test_without_opentelemetry_the_error_names_the_extra():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().startswith("opentelemetry | agentloops.otel needs OpenTelemetry")
     assert "pip install 'agentloops-kit[otel]'" in out.stdout
+
+
+def test_a_chat_span_carries_its_cost_and_the_models_that_failed_before(sink, exporter):
+    from decimal import Decimal
+
+    from agentloops import FallbackModel, ModelError, Price
+
+    down = ScriptedModel([ModelError("Overloaded", status=529)])
+    down.model = "claude-opus-4-8"  # type: ignore[attr-defined]
+    chain = FallbackModel([down, ScriptedModel([respond("ok", usage=Usage(input_tokens=3))])])
+    price = Price(input=1_000_000, output=0)
+    ReActLoop(chain, [], price=price, on_event=sink).run("go")
+    chat = one(exporter, "chat scripted").attributes
+    assert Decimal(chat["agentloops.cost"]) == 3
+    assert chat["agentloops.fallback.failed"] == ("claude-opus-4-8",)
+    assert chat["agentloops.fallback.kinds"] == ("overloaded",)

@@ -11,9 +11,10 @@ Rule: a kit; it knows events and usage, and takes loops as factories (it imports
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -93,6 +94,8 @@ class Comparison:
             attempts_with_tool_errors=sum(a.tool_errors > 0 for a in mine),
             recoveries=sum(a.recovered for a in mine),
             seconds=sum(a.seconds for a in mine),
+            cost=_total([a.cost for a in mine]),
+            cost_by_role=_by_role(a.cost_by_role for a in mine),
         )
 
     def summaries(self) -> list[LoopSummary]:
@@ -232,6 +235,7 @@ def _attempt(
         tool_calls=len(finished),
         tool_errors=sum(e.outcome.is_error for e in finished),
         seconds=seconds,
+        **_costs(events),
     )
 
 
@@ -243,6 +247,32 @@ def _spent(exc: Exception, events: list[Event]) -> tuple[int, Usage]:
         return calls, usage
     finished = [e for e in events if isinstance(e, ModelCallFinished)]
     return len(finished), sum((e.usage for e in finished), Usage())
+
+
+def _costs(events: list[Event]) -> dict[str, Any]:
+    """An attempt's cost, from its model calls' events: known when every call's is."""
+    calls = [e for e in events if isinstance(e, ModelCallFinished)]
+    priced = [(e.role or e.loop, e.cost) for e in calls if e.cost is not None]
+    if not calls or len(priced) < len(calls):
+        return {}
+    return {
+        "cost": sum((cost for _, cost in priced), Decimal(0)),
+        "cost_by_role": _by_role({role: cost} for role, cost in priced),
+    }
+
+
+def _total(costs: Sequence[Decimal | None]) -> Decimal | None:
+    if not costs or any(c is None for c in costs):
+        return None
+    return sum((c for c in costs if c is not None), Decimal(0))
+
+
+def _by_role(parts: Iterable[Mapping[str, Decimal]]) -> dict[str, Decimal]:
+    total: dict[str, Decimal] = {}
+    for part in parts:
+        for role, cost in part.items():
+            total[role] = total.get(role, Decimal(0)) + cost
+    return total
 
 
 def _judge(

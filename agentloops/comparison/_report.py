@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from decimal import Decimal
+
     from agentloops.comparison.records import LoopSummary
 
 TOKEN_KINDS = {
@@ -27,14 +29,17 @@ CSV_COLUMNS = (
     *("incorrect_acceptances", "incorrect_acceptance_rate", "model_calls", *TOKEN_KINDS),
     *("tool_calls", "tool_errors", "attempts_with_tool_errors", "recoveries", "recovery_rate"),
     "seconds",
+    "cost",
 )
 
 
 def markdown_table(summaries: list[LoopSummary], tasks: int, trials: int) -> str:
+    priced = any(s.cost is not None for s in summaries)  # a cost column only then
     rows = [
         "| loop | success | raised | wrong but passed | model calls | uncached in | cache read"
-        " | cache write | output | tool calls | tool errors | recovered | seconds |",
-        "|---" * 13 + "|",
+        " | cache write | output | tool calls | tool errors | recovered | seconds |"
+        + (" cost |" if priced else ""),
+        "|---" * (14 if priced else 13) + "|",
     ]
     for s in summaries:
         cells = [
@@ -49,6 +54,8 @@ def markdown_table(summaries: list[LoopSummary], tasks: int, trials: int) -> str
             f"{s.recoveries}/{s.attempts_with_tool_errors}" if s.tool_errors else "-",
             f"{s.mean(s.seconds):.2f}",
         ]
+        if priced:
+            cells.append(_money(s.cost_per_attempt))
         rows.append("| " + " | ".join(cells) + " |")
     note = (
         f"{tasks} tasks x {trials} trials per loop. Costs are means "
@@ -59,13 +66,20 @@ def markdown_table(summaries: list[LoopSummary], tasks: int, trials: int) -> str
     return "\n".join([*rows, "", note])
 
 
+def _money(amount: Decimal | None) -> str:
+    """A cost per attempt as the table shows it (to a hundredth of a cent), or "-"."""
+    return "-" if amount is None else f"{amount:.4f}"
+
+
 def write_csv(summaries: list[LoopSummary], path: Path) -> Path:
     with path.open("w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
         writer.writeheader()
         for s in summaries:
             tokens = {kind: getattr(s.usage, kind) for kind in TOKEN_KINDS}
-            writer.writerow({c: tokens[c] if c in tokens else getattr(s, c) for c in CSV_COLUMNS})
+            row = {c: tokens[c] if c in tokens else getattr(s, c) for c in CSV_COLUMNS}
+            row["cost"] = "" if s.cost is None else str(s.cost)
+            writer.writerow(row)
     return path
 
 

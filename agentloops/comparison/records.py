@@ -6,7 +6,8 @@ neither of those imports the other through here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from decimal import Decimal
 
 from agentloops.usage import Usage
 
@@ -34,6 +35,11 @@ class Attempt:
     tool_errors: int
     seconds: float
     """Wall time of `.run(task)` alone."""
+    cost: Decimal | None = None
+    """What the attempt's model calls cost (raised attempts included), when the loop knows
+    its models' prices; `None` otherwise."""
+    cost_by_role: dict[str, Decimal] = field(default_factory=dict)
+    """The cost per role ("planner", "react", "solver", "reporter"...)."""
 
     @property
     def judged(self) -> bool:
@@ -70,6 +76,9 @@ class LoopSummary:
     attempts_with_tool_errors: int
     recoveries: int
     seconds: float
+    cost: Decimal | None = None
+    """The attempts' cost in all; `None` when any attempt's cost is unknown."""
+    cost_by_role: dict[str, Decimal] = field(default_factory=dict)
 
     @property
     def success_rate(self) -> float:
@@ -85,6 +94,13 @@ class LoopSummary:
         """Of the attempts that saw a tool error, the share that still answered right."""
         n = self.attempts_with_tool_errors
         return self.recoveries / n if n else 0.0
+
+    @property
+    def cost_per_attempt(self) -> Decimal | None:
+        """The mean cost of an attempt (exact), or `None` when it is not known."""
+        if self.cost is None or not self.attempts:
+            return None
+        return self.cost / self.attempts
 
     def mean(self, total: float) -> float:
         """`total` per attempt, e.g. `s.mean(s.usage.output_tokens)`."""

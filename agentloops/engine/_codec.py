@@ -9,18 +9,21 @@ import dataclasses
 from typing import Any
 
 from agentloops.messages import ToolOutcome, message_from_dict, message_to_dict
-from agentloops.model import ModelResponse
+from agentloops.model import ModelAttempt, ModelResponse
 from agentloops.usage import Usage
 
 
 def response_to_dict(response: ModelResponse) -> dict[str, Any]:
-    return {
+    data = {
         "message": message_to_dict(response.message),
         "stop_reason": response.stop_reason,
         "usage": dataclasses.asdict(response.usage),
         "model": response.model,
         "output": response.output,
     }
+    if response.attempts:  # a fallback's failed tries: which model answered, and after what
+        data["attempts"] = [dataclasses.asdict(a) for a in response.attempts]
+    return data
 
 
 def response_from_dict(data: dict[str, Any]) -> ModelResponse:
@@ -30,6 +33,7 @@ def response_from_dict(data: dict[str, Any]) -> ModelResponse:
         Usage(**data["usage"]),
         data["model"],
         data["output"],
+        tuple(ModelAttempt(**a) for a in data.get("attempts", ())),
     )
 
 

@@ -19,6 +19,7 @@ def model_started(e: CallModel) -> ModelCallStarted:
 
 
 def model_finished(e: CallModel, response: ModelResponse, seconds: float) -> ModelCallFinished:
+    pricer = e.pricer
     return ModelCallFinished(
         loop=e.loop,
         run_id=e.run_id,
@@ -27,6 +28,9 @@ def model_finished(e: CallModel, response: ModelResponse, seconds: float) -> Mod
         usage=response.usage,
         model=response.model,
         seconds=seconds,
+        attempts=response.attempts,
+        role=e.role,
+        cost=None if pricer is None else response.usage.cost(pricer(response)),
     )
 
 

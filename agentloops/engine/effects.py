@@ -27,11 +27,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentloops.messages import ToolCall
-from agentloops.model import ModelClient, ModelRequest
+from agentloops.model import ModelClient, ModelRequest, ModelResponse
 
 if TYPE_CHECKING:
     from agentloops.checkpoint import Checkpointer
     from agentloops.events import Event
+    from agentloops.usage import Price
 
 R = TypeVar("R")
 
@@ -52,6 +53,11 @@ class CallModel:
     run_id: str
     step: int
     """The machine's count of model calls so far in this run (for the events)."""
+    role: str = ""
+    """What the call is for in its loop ("planner", "solver", "reporter"...; "" for a
+    ReAct step), for the cost per role."""
+    pricer: Callable[[ModelResponse], Price] | None = None
+    """Prices the reply, for its `ModelCallFinished.cost` (set by `engine.meter`)."""
 
 
 @dataclass(slots=True)

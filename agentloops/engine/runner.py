@@ -22,6 +22,7 @@ from agentloops.engine import session, streams, sync
 from agentloops.engine.durable import journaled
 from agentloops.engine.effects import CallModel, Machine, NextTool, R, StartTool
 from agentloops.engine.host import ToolHost
+from agentloops.engine.meter import Meter, metered
 from agentloops.errors import AgentLoopsError, CallInDoubt, ConfigurationError
 from agentloops.events import Event, EventSink
 from agentloops.journal.records import Entry, RunStore
@@ -49,16 +50,26 @@ class Runner(Generic[R]):
         kind: the loop's name, stored with each durable run (`RunInfo.kind`).
         store: a `RunStore` to journal runs in, or `None` for plain runs.
         lease_ttl: seconds a durable run's lease lasts without renewal.
+        meter: makes each run's `Meter` (its cost, `max_cost` and deadline) when the loop
+            prices its calls or limits them (`engine.meter.meter_for`); `None`: runs are
+            not metered at all.
 
     It holds no reference to its loop (a copied or pickled loop gets a runner of its own):
     each call is given what it needs, the `ToolHost` a run's tool calls go to included.
     """
 
-    __slots__ = ("durability", "kind")
+    __slots__ = ("durability", "kind", "meter")
 
-    def __init__(self, kind: str, store: RunStore | None, lease_ttl: float):
+    def __init__(
+        self,
+        kind: str,
+        store: RunStore | None,
+        lease_ttl: float,
+        meter: Callable[[], Meter] | None = None,
+    ):
         self.kind = kind
         self.durability = session.Durability(store, lease_ttl) if store is not None else None
+        self.meter = meter
 
     # -- openings --------------------------------------------------------------------
 
@@ -73,10 +84,10 @@ class Runner(Generic[R]):
         def opening(observed: bool) -> tuple[Opener, Make[R]]:
             machine = build(run_id, observed)  # built first: a bad task raises before a write
             if d is None:  # no meta to build: the common, quick way
-                return session.plain, lambda _: machine
+                return session.plain, self._metered(lambda _: machine)
             kind = self.kind
             return (lambda: session.begin(d, kind=kind, run_id=run_id, meta=meta())), (
-                lambda _: machine
+                self._metered(lambda _: machine)
             )
 
         return opening
@@ -97,20 +108,30 @@ class Runner(Generic[R]):
             def make(meta: dict[str, Any]) -> Machine[R]:
                 return rebuild(meta, run_id, observed)
 
-            return (lambda: session.reopen(d, kind=kind, run_id=run_id, decisions=decisions)), make
+            reopened = self._metered(make)
+            return (
+                lambda: session.reopen(d, kind=kind, run_id=run_id, decisions=decisions)
+            ), reopened
 
         return opening
 
-    @staticmethod
-    def local(build: Callable[[bool], Machine[R]]) -> Opening[R]:
+    def local(self, build: Callable[[bool], Machine[R]]) -> Opening[R]:
         """A run resumed from what the caller holds (a paused result, a checkpoint), with
         no store: `build(observed)` makes its machine."""
 
         def opening(observed: bool) -> tuple[Opener, Make[R]]:
             machine = build(observed)
-            return session.plain, lambda _: machine
+            return session.plain, self._metered(lambda _: machine)
 
         return opening
+
+    def _metered(self, make: Make[R]) -> Make[R]:
+        """`make`, its machine inside the run's meter, made with the machine: the deadline
+        counts from when the run is open (its lease held) and driven."""
+        meter = self.meter
+        if meter is None:
+            return make
+        return lambda meta: metered(make(meta), meter())
 
     # -- drivers ---------------------------------------------------------------------
 

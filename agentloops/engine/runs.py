@@ -7,6 +7,7 @@ Rule: shared by the loops' machines; no I/O, and no loop's own decisions.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
@@ -72,6 +73,17 @@ class Totals:
         self.model_calls += model_calls
 
 
+class Stop(AgentLoopsError):
+    """Thrown into a run's machine to end it with `stop_reason` ("budget", "deadline"):
+    not a failure, so the run's `lifecycle` gives its partial result that stop reason, and
+    whoever threw it returns that result instead of raising (`engine.meter`)."""
+
+    def __init__(self, stop_reason: str, detail: str):
+        super().__init__(detail)
+        self.stop_reason = stop_reason
+        self.detail = detail
+
+
 def call_model(
     client: ModelClient, request: ModelRequest, totals: Totals, loop: str, run_id: str
 ) -> Machine[ModelResponse]:
@@ -94,7 +106,8 @@ def lifecycle(
     """Run `body` between `RunStarted` and `RunFinished` (when `observed`).
 
     A failure gets `partial(exc)` as its `.result`, so nothing done is lost, and still
-    ends the run's events (with that result's stop reason) before it propagates.
+    ends the run's events (with that result's stop reason) before it propagates. A `Stop`
+    gets the partial result with the stop's reason and detail.
     """
     started = clock()
     try:
@@ -103,6 +116,10 @@ def lifecycle(
         result = yield from body
     except AgentLoopsError as exc:
         exc.result = partial(exc)
+        if isinstance(exc, Stop):
+            exc.result = dataclasses.replace(
+                exc.result, stop_reason=exc.stop_reason, detail=exc.detail
+            )
         if observed:
             yield Emit(_finished(loop, run_id, exc.result, clock() - started))
         raise

@@ -37,6 +37,8 @@ from agentloops.journal.records import JournalRecord, Lease, RunInfo
 if TYPE_CHECKING:  # pragma: no cover
     import psycopg
 
+    from agentloops.journal.postgres_rate import PostgresRateWindow
+
     Conn = psycopg.Connection[tuple[Any, ...]]
 
 _SCHEMA = (
@@ -119,6 +121,13 @@ class PostgresStore(ConnectionPerProcess):
         kwargs.setdefault("connect_timeout", max(1, round(self.connect_timeout)))
         conn: Conn = self._psycopg.connect(self.conninfo, **kwargs)
         return conn
+
+    def rate_window(self, name: str) -> PostgresRateWindow:
+        """The rate-limit window called `name`, shared through this database by every
+        process (`RateLimiter(store=..., name=...)`); its table is made on first use."""
+        from agentloops.journal.postgres_rate import PostgresRateWindow
+
+        return PostgresRateWindow(self, name)
 
     def _usable(self, conn: Conn) -> bool:
         return not conn.closed and not conn.broken

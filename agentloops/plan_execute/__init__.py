@@ -15,12 +15,13 @@ one loop-to-loop edge), and no other loop.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from agentloops.checkpoint import Checkpointer, MemoryCheckpointer
 from agentloops.engine.effects import Machine
 from agentloops.engine.host import ToolHost
+from agentloops.engine.meter import meter_for
 from agentloops.engine.runner import Opening, Runner
 from agentloops.engine.runs import Clock
 from agentloops.errors import ConfigurationError, check_limits
@@ -38,6 +39,7 @@ from agentloops.plan_execute.result import PlanExecuteResult
 from agentloops.plan_execute.schema import Plan, PlanRevision, PlanStep, plan_problems
 from agentloops.react import ReActLoop
 from agentloops.tools import ApprovalPolicy, Tool, ToolRegistry
+from agentloops.usage import Amount, Price
 
 __all__ = [
     "EXECUTOR_SYSTEM",
@@ -85,6 +87,16 @@ class PlanAndExecute:
             and `resume(run_id)` replays it in any process (docs/durability.md); takes the
             place of a checkpointer.
         lease_ttl: seconds a run's lease lasts without renewal (renewed while it runs).
+        max_cost: stop with `"budget"` before a model call once the run's calls cost this
+            much (an amount in the price's currency; needs a price for every model that may
+            answer: `price=`, a priced client, or the packaged table, else
+            `ConfigurationError` here).
+        price: what the models' tokens cost: one `Price`, or one per model name (see
+            docs/models.md); without it, the clients' own prices. A run whose prices are
+            known reports its `cost` and `cost_by_role`.
+        deadline: seconds a run may take, wall clock (from its start, or from a resume):
+            checked before each model call, and each call's timeout is what is left; the
+            run stops with `"deadline"`. A tool call that started runs to its end.
 
     The default prompts are module constants of `agentloops.plan_execute`; read them
     there, or in docs/plan-and-execute.md.
@@ -113,6 +125,9 @@ class PlanAndExecute:
         replanner_system: str | None = None,
         store: RunStore | None = None,
         lease_ttl: float = 30.0,
+        max_cost: Amount | None = None,
+        price: Price | Mapping[str, Price] | None = None,
+        deadline: float | None = None,
     ):
         check_limits(
             max_plan_steps=(max_plan_steps, 1),
@@ -143,7 +158,18 @@ class PlanAndExecute:
         self._checkpoints: Checkpointer = checkpointer or MemoryCheckpointer()
         """Where runs are saved: the checkpointer, or runs in memory until they finish."""
         self.store = store
-        self._runner: Runner[PlanExecuteResult] = Runner(_machine.LOOP, store, lease_ttl)
+        self._runner: Runner[PlanExecuteResult] = Runner(
+            _machine.LOOP,
+            store,
+            lease_ttl,
+            meter_for(
+                [self.planner, self.executor, self.reporter],
+                price=price,
+                max_cost=max_cost,
+                deadline=deadline,
+            ),
+        )
+        self.max_cost, self.price, self.deadline = max_cost, price, deadline
         self.on_event = on_event
         self.max_retries = max_retries
         self.max_digest_chars = max_digest_chars

@@ -181,7 +181,7 @@ class _Run:
         p, state = self.p, self.state
         prompt = planning_prompt(state.task, p.tools, p.max_plan_steps)
         while True:
-            plan = yield from self._ask(Plan, prompt, p.planner_system)
+            plan = yield from self._ask(Plan, prompt, p.planner_system, "planner")
             problems = plan_problems(plan, max_steps=p.max_plan_steps)
             if not problems:
                 break
@@ -225,7 +225,7 @@ class _Run:
         """Ask the replanner about the steps from `i` on; a valid revision replaces them."""
         p, state = self.p, self.state
         prompt = replanning_prompt(state, i, p.max_digest_chars)
-        revision = yield from self._ask(PlanRevision, prompt, p.replanner_system)
+        revision = yield from self._ask(PlanRevision, prompt, p.replanner_system, "replanner")
         state.reviewed = i - 1
         if revision.revise:
             notes = state.revise(i, revision, max_steps=p.max_plan_steps)
@@ -243,6 +243,7 @@ class _Run:
             loop=LOOP,
             run_id=state.run_id,
             step=state.model_calls,
+            role="reporter",
         )
         state.spend(response.usage, calls)
         state.answer = response.message.text
@@ -258,7 +259,7 @@ class _Run:
             yield Save(self.checkpoints, state.run_id, None)
         return state.result()
 
-    def _ask(self, schema: type[T], prompt: str, system: str) -> Machine[T]:
+    def _ask(self, schema: type[T], prompt: str, system: str, role: str) -> Machine[T]:
         p, state = self.p, self.state
         reply = yield from structured_machine(
             p.planner,
@@ -269,6 +270,7 @@ class _Run:
             max_tokens=p.max_tokens,
             loop=LOOP,
             run_id=state.run_id,
+            role=role,
         )
         state.spend(reply.usage, reply.model_calls)
         return reply.value

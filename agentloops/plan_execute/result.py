@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Literal
 
 import pydantic
@@ -38,6 +39,8 @@ PlanStopReason = Literal[
     "context_window",
     "empty",
     "invalid_plan",
+    "budget",
+    "deadline",
     "error",
 ]
 
@@ -56,8 +59,9 @@ class PlanExecuteResult:
     run_id: str
     stop_reason: PlanStopReason
     """"answered", "approval_required", "refused", "max_tokens", "context_window",
-    "empty" (the reporter's reply), "invalid_plan" / "error" (on an exception's
-    `.result`), or "running" (from `status` of a run that has not finished)."""
+    "empty" (the reporter's reply), "budget" (`max_cost` spent), "deadline" (`deadline`
+    passed), "invalid_plan" / "error" (on an exception's `.result`), or "running" (from
+    `status` of a run that has not finished)."""
     step_status: list[StepStatus] = field(default_factory=list)
     """Per step: "pending", "done", "incomplete" (stopped short, e.g. at its limit), "paused"."""
     tool_calls: int = 0
@@ -65,6 +69,11 @@ class PlanExecuteResult:
     pending_approvals: list[ToolCall] = field(default_factory=list)
     """The paused step's calls waiting for a decision (`stop_reason="approval_required"`)."""
     detail: str = ""
+    cost: Decimal | None = None
+    """What the run's model calls cost, when the loop knows its models' prices (`price=`,
+    a priced client, or the packaged table); `None` otherwise."""
+    cost_by_role: dict[str, Decimal] = field(default_factory=dict)
+    """The cost per role: "planner", "solver", "reporter"..., and "react" for ReAct steps."""
 
     def raise_for_stop(self) -> None:
         """Raise the matching `RunError` (with this result) unless the run answered."""

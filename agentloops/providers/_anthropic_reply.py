@@ -125,6 +125,7 @@ def read_reply(body: bytes | dict[str, Any], request_id: str | None) -> WireMess
         raise ModelError(
             f"Anthropic API sent a reply agentloops cannot read: {problems(exc, '(reply)')}",
             request_id=request_id,
+            kind="bad_reply",
         ) from None
 
 
@@ -182,6 +183,7 @@ class Turn:
             raise ModelError(
                 f"Anthropic API returned an unknown stop_reason {last.stop_reason!r}",
                 request_id=self._request_id,
+                kind="bad_reply",
             )
         message = Message("assistant", _blocks(self._content))
         output = None

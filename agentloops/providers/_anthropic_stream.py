@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal, NoReturn
 import pydantic
 from pydantic import BaseModel, ConfigDict, Tag
 
-from agentloops.errors import ModelError
+from agentloops.errors import ErrorKind, ModelError
 from agentloops.events import Delta, TextDelta, ThinkingDelta, ToolCallDelta
 from agentloops.providers._anthropic_reply import (
     Count,
@@ -27,6 +27,14 @@ from agentloops.providers._anthropic_reply import (
     problems,
     read_reply,
 )
+
+_ERROR_KINDS: dict[str, ErrorKind] = {
+    "overloaded_error": "overloaded",
+    "rate_limit_error": "rate_limited",
+    "api_error": "unavailable",
+    "timeout_error": "timeout",
+}
+"""An `error` event's type, as a `ModelError.kind`."""
 
 
 class _Open(BaseModel):
@@ -202,7 +210,8 @@ class Assembly:
         except pydantic.ValidationError as exc:
             self._fail(f"an event agentloops cannot read: {problems(exc, '(event)')}")
         if isinstance(event, _Error):
-            self._fail(f"{event.error.type}: {event.error.message}")
+            kind = _ERROR_KINDS.get(event.error.type, "other")
+            self._fail(f"{event.error.type}: {event.error.message}", kind)
         if isinstance(event, _MessageStart):
             self._message = event.message.model_dump(exclude={"content"})
             return []
@@ -288,5 +297,7 @@ class Assembly:
             return []
         self._fail(f"a {delta.type} for content block {index}, a {kind} block")
 
-    def _fail(self, problem: str) -> NoReturn:
-        raise ModelError(f"Anthropic API stream failed: {problem}", request_id=self.request_id)
+    def _fail(self, problem: str, kind: ErrorKind = "bad_reply") -> NoReturn:
+        raise ModelError(
+            f"Anthropic API stream failed: {problem}", request_id=self.request_id, kind=kind
+        )

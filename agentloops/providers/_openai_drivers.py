@@ -25,6 +25,8 @@ class Send:
     url: str
     body: dict[str, Any]
     headers: dict[str, str] = field(default_factory=dict)
+    timeout: float | None = None
+    """Seconds this try may take (`None`: the HTTP client's own timeout)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +86,7 @@ async def adrive(
 def _post(client: httpx.Client, send: Send) -> httpx.Response:
     stream = bool(send.body.get("stream"))
     request = client.build_request("POST", send.url, json=send.body, headers=send.headers)
+    _limit(request, send.timeout)
     response = client.send(request, stream=stream)
     if stream and response.status_code >= 400:
         try:
@@ -96,6 +99,7 @@ def _post(client: httpx.Client, send: Send) -> httpx.Response:
 async def _apost(client: httpx.AsyncClient, send: Send) -> httpx.Response:
     stream = bool(send.body.get("stream"))
     request = client.build_request("POST", send.url, json=send.body, headers=send.headers)
+    _limit(request, send.timeout)
     response = await client.send(request, stream=stream)
     if stream and response.status_code >= 400:
         try:
@@ -103,3 +107,14 @@ async def _apost(client: httpx.AsyncClient, send: Send) -> httpx.Response:
         finally:
             await response.aclose()
     return response
+
+
+def _limit(request: httpx.Request, seconds: float | None) -> None:
+    """Give one request its own timeout (connect, read, write and pool alike)."""
+    if seconds is not None:
+        request.extensions["timeout"] = {
+            "connect": seconds,
+            "read": seconds,
+            "write": seconds,
+            "pool": seconds,
+        }

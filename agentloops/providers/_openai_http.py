@@ -1,9 +1,10 @@
-"""What an HTTP answer means for the next attempt: pure functions, shared by every path.
+"""What an HTTP error body means for the next attempt: pure functions, shared by every path.
 
-The sync, async and streaming calls of `OpenAICompatModel` all decide with these: whether a
-status is worth a retry and how long to wait, whether an error body says the server refused
-one of our parameters (then the request is adapted and sent again, spending no retry), and
-what to quote from an error body.
+The sync, async and streaming calls of `OpenAICompatModel` all decide with these whether an
+error body says the server refused one of our parameters (then the request is adapted and
+sent again, spending no retry) or that the prompt does not fit the context window (never
+retried), and what to quote from an error body. Whether a status is worth a retry, and how
+long to wait, is the `RetryPolicy`'s (`agentloops.providers.retry`).
 
 Rule: no I/O and no state.
 """
@@ -11,20 +12,28 @@ Rule: no I/O and no state.
 from __future__ import annotations
 
 import json
-import random
-import time
-from collections.abc import Mapping
 from typing import Any, Literal
-
-MAX_WAIT = 60.0
-"""The longest wait between two attempts, whatever `Retry-After` says."""
 
 Refusal = Literal["response_format", "max_tokens"]
 
+_CONTEXT = (
+    "context_length_exceeded",  # OpenAI's error code
+    "maximum context length",  # OpenAI, vLLM
+    "exceed_context_size",  # llama.cpp's llama-server (its error type)
+    "exceeds the available context size",  # llama-server
+    "exceed context window",  # llama-cpp-python
+    "prompt is too long",  # Anthropic-compatible gateways
+)
+"""How servers say a prompt does not fit the model's context window."""
 
-def retryable(status: int) -> bool:
-    """408, 409, 429 and every 5xx (520 and 529 included) are worth another attempt."""
-    return status in (408, 409, 429) or 500 <= status <= 599
+
+def context_exceeded(status: int, text: str) -> bool:
+    """Whether an error body says the prompt does not fit the context window (a 400 from
+    most servers; llama-cpp-python may answer 500, which must not be retried then)."""
+    if status < 400 or status in (401, 403, 404, 408, 429):
+        return False
+    lowered = text.lower()
+    return any(marker in lowered for marker in _CONTEXT)
 
 
 def refusal(status: int, text: str) -> Refusal | None:
@@ -41,39 +50,6 @@ def refusal(status: int, text: str) -> Refusal | None:
     if status < 500 and "max_completion_tokens" in lowered:
         return "max_tokens"  # OpenAI's reasoning models: "use 'max_completion_tokens' instead"
     return None
-
-
-def backoff(attempt: int, headers: Mapping[str, str] | None) -> float:
-    """`Retry-After` (seconds, milliseconds or a date) when the server sends one, capped at
-    a minute; else 0.5 s doubling per attempt up to 8 s, with jitter so a batch of runs
-    does not retry in lockstep."""
-    if headers is not None:
-        wait = _retry_after(headers)
-        if wait is not None:
-            return min(max(wait, 0.0), MAX_WAIT)
-    return min(0.5 * 2.0**attempt, 8.0) * random.uniform(0.75, 1.0)
-
-
-def _retry_after(headers: Mapping[str, str]) -> float | None:
-    ms = headers.get("retry-after-ms")
-    if ms is not None:
-        try:
-            return float(ms) / 1000
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        pass
-    import email.utils  # rare, and it pulls in the socket module
-
-    try:
-        return email.utils.parsedate_to_datetime(value).timestamp() - time.time()
-    except (TypeError, ValueError):
-        return None
 
 
 def detail(text: str) -> str:

@@ -100,7 +100,9 @@ def check(model: type[_Wire], body: Any, what: str) -> Any:
         return model.model_validate(body)
     except pydantic.ValidationError as exc:
         problems = "; ".join(field_errors(exc, root="(body)", width=80)[:5])
-        raise ModelError(f"the server sent {what} of an unexpected shape: {problems}") from None
+        raise ModelError(
+            f"the server sent {what} of an unexpected shape: {problems}", kind="bad_reply"
+        ) from None
 
 
 def parse_completion(
@@ -117,7 +119,9 @@ def parse_completion(
     """
     choices = body.get("choices") if isinstance(body, dict) else None
     if not choices:
-        raise ModelError(f"the server's reply has no choices: {json.dumps(body)[:500]}")
+        raise ModelError(
+            f"the server's reply has no choices: {json.dumps(body)[:500]}", kind="bad_reply"
+        )
     reply: WireCompletion = check(WireCompletion, body, "a reply")
     choice = reply.choices[0]
     wire = choice.message
@@ -204,7 +208,9 @@ def stop_reason(finish: str | None, has_calls: bool) -> StopReason:
         return "tool_use" if has_calls else "end_turn"
     reason = _FINISH.get(finish)
     if reason is None:
-        raise ModelError(f"the server finished with an unknown finish_reason {finish!r}")
+        raise ModelError(
+            f"the server finished with an unknown finish_reason {finish!r}", kind="bad_reply"
+        )
     if reason == "end_turn" and has_calls:
         return "tool_use"  # e.g. older Ollama reports "stop" for a tool-calling turn
     return reason

@@ -98,9 +98,11 @@ class StreamAssembler:
         try:
             body = json.loads(data)
         except ValueError:
-            raise ModelError(f"{where} is not JSON: {data[:200]!r}") from None
+            raise ModelError(f"{where} is not JSON: {data[:200]!r}", kind="bad_reply") from None
         if event == "error" or (isinstance(body, dict) and body.get("error")):
-            raise ModelError(f"the server reported an error in {where}: {detail(data)}")
+            raise ModelError(
+                f"the server reported an error in {where}: {detail(data)}", kind="unavailable"
+            )
         chunk: WireChunk = check(WireChunk, body, where)
         self._model = chunk.model or self._model
         if chunk.usage is not None:

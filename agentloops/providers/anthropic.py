@@ -11,16 +11,19 @@ loop.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Generator, Iterator
 from contextlib import aclosing, closing, contextmanager
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from agentloops.errors import AgentLoopsError, ConfigurationError, ModelError
+from agentloops.errors import AgentLoopsError, ConfigurationError, ContextWindowExceeded, ModelError
 from agentloops.model import ModelRequest, ModelResponse
 from agentloops.providers._anthropic_client import default_client, scrub, secrets_of, settings_of
 from agentloops.providers._anthropic_reply import Turn, read_reply
 from agentloops.providers._anthropic_request import build_params
 from agentloops.providers._anthropic_stream import Assembly
+from agentloops.providers.retry import RetryPolicy, retry_after
+from agentloops.usage import Price
 
 if TYPE_CHECKING:
     import anthropic
@@ -31,6 +34,9 @@ if TYPE_CHECKING:
 _NONSTREAMING_MAX_TOKENS = 21_333
 """Above this `messages.create` refuses to send (its 10-minute budget: 3600 s * n / 128k)."""
 _INSTALL = "pip install 'agentloops-kit[anthropic]'"
+_TOO_LONG = ("prompt is too long", "exceed context limit", "context window")
+"""How the API's 400 says the prompt does not fit the context window."""
+T = TypeVar("T")
 
 
 class AnthropicModel:
@@ -41,7 +47,7 @@ class AnthropicModel:
         model: the model id.
         client: an `anthropic.Anthropic` client. `None` builds one with `api_key`, or
             from the environment (`ANTHROPIC_API_KEY`, `ANTHROPIC_AUTH_TOKEN`, a profile).
-            Retries and timeouts are the client's (`max_retries`).
+            Timeouts are the client's; its `max_retries` is the default for `retry`.
         async_client: an `anthropic.AsyncAnthropic` client for `acomplete` and `astream`.
             `None` builds one on first use with the sync client's key, base URL, timeout
             and retries (pass your own for custom headers, a proxy or an HTTP client).
@@ -51,6 +57,13 @@ class AnthropicModel:
         thinking: `"adaptive"` (Claude decides how much to think), `None` (no thinking
             param), or a raw `thinking` dict passed through as is.
         cache: set prompt-cache breakpoints on system + tools and on the newest message.
+        retry: the `RetryPolicy` (default: retry 408, 409, 429 and 5xx, and unanswered
+            requests, as many times as the client's `max_retries`, 2 for a client built
+            here). agentloops retries, not the SDK: the client's own retries are turned off
+            for the calls this model makes, so one policy decides and a run's deadline
+            bounds the waits.
+        price: what this model's tokens cost, for a loop's `max_cost` (default: the
+            packaged table's price for `model`, if it has one).
 
     Raises:
         ConfigurationError: the SDK is not installed, no credentials were found, or a
@@ -71,6 +84,8 @@ class AnthropicModel:
         max_tokens: int = 4096,
         thinking: Literal["adaptive"] | dict[str, Any] | None = "adaptive",
         cache: bool = True,
+        retry: RetryPolicy | None = None,
+        price: Price | None = None,
     ):
         if max_tokens < 1:
             raise ConfigurationError(f"max_tokens must be >= 1, got {max_tokens}")
@@ -100,6 +115,12 @@ class AnthropicModel:
         self.max_tokens = max_tokens
         self.thinking: dict[str, Any] | None = thinking
         self.cache = cache
+        given = client if client is not None else async_client
+        assert given is not None
+        self.retry = retry or RetryPolicy(max_retries=given.max_retries)
+        self.price = price
+        self._quiet: tuple[Any, Any] = (None, None)
+        """The sync and async clients with the SDK's own retries off, built on first use."""
         self._stream_above = min(
             _NONSTREAMING_MAX_TOKENS, MODEL_NONSTREAMING_TOKENS.get(model, _NONSTREAMING_MAX_TOKENS)
         )
@@ -135,9 +156,11 @@ class AnthropicModel:
             with closing(self._stream(params, request)) as items:
                 return _final(items)
         turn = Turn(params, structured=request.output is not None)
+        ends = _ends(request)
         with self._errors():
             while turn.next is not None:
-                raw = self.client.messages.with_raw_response.create(**turn.next)
+                create = self._sync().messages.with_raw_response.create
+                raw = self._send(create, turn.next, ends)
                 turn.add(read_reply(raw.read(), raw.request_id), raw.request_id)
             return turn.response()
 
@@ -153,9 +176,11 @@ class AnthropicModel:
             async with aclosing(self._astream(params, request)) as items:
                 return await _afinal(items)
         turn = Turn(params, structured=request.output is not None)
+        ends = _ends(request)
         with self._errors():
             while turn.next is not None:
-                raw = await self.async_client.messages.with_raw_response.create(**turn.next)
+                create = self._async().messages.with_raw_response.create
+                raw = await self._asend(create, turn.next, ends)
                 turn.add(read_reply(await raw.read(), raw.request_id), raw.request_id)
             return turn.response()
 
@@ -196,9 +221,12 @@ class AnthropicModel:
         turn = Turn(
             {**params, "messages": list(params["messages"])}, structured=request.output is not None
         )
+        ends = _ends(request)
         with self._errors():
             while turn.next is not None:
-                with self.client.messages.create(stream=True, **turn.next) as events:
+                streamed = {**turn.next, "stream": True}
+                opened: Any = self._send(self._sync().messages.create, streamed, ends)
+                with opened as events:
                     assembly = Assembly(turn.tool_calls, _request_id(events.response))
                     for sse in self._sdk.Stream.raw_events(events.response):
                         if sse.data:
@@ -213,9 +241,11 @@ class AnthropicModel:
         turn = Turn(
             {**params, "messages": list(params["messages"])}, structured=request.output is not None
         )
+        ends = _ends(request)
         with self._errors():
             while turn.next is not None:
-                events = await self.async_client.messages.create(stream=True, **turn.next)
+                streamed = {**turn.next, "stream": True}
+                events: Any = await self._asend(self._async().messages.create, streamed, ends)
                 async with events:
                     assembly = Assembly(turn.tool_calls, _request_id(events.response))
                     async for sse in self._sdk.AsyncStream.raw_events(events.response):
@@ -224,6 +254,69 @@ class AnthropicModel:
                 turn.add(assembly.reply(), assembly.request_id)
             response = turn.response()
         yield response
+
+    # -- sending, with the retry policy ---------------------------------------------------
+
+    def _sync(self) -> anthropic.Anthropic:
+        if self._quiet[0] is None:
+            self._quiet = (self.client.with_options(max_retries=0), self._quiet[1])
+        return self._quiet[0]  # type: ignore[no-any-return]
+
+    def _async(self) -> anthropic.AsyncAnthropic:
+        if self._quiet[1] is None:
+            self._quiet = (self._quiet[0], self.async_client.with_options(max_retries=0))
+        return self._quiet[1]  # type: ignore[no-any-return]
+
+    def _timeout(self, ends: float | None) -> dict[str, float]:
+        """A call's own timeout when the run's deadline leaves less than the client's."""
+        if ends is None:
+            return {}
+        left = max(ends - time.monotonic(), 0.001)
+        limit = self.client.timeout
+        read = limit if isinstance(limit, int | float) else getattr(limit, "read", None)
+        return {"timeout": left if read is None else min(float(read), left)}
+
+    def _send(self, call: Callable[..., T], params: dict[str, Any], ends: float | None) -> T:
+        """`call(**params)`, sent again as the retry policy says."""
+        attempt = 0
+        while True:
+            try:
+                return call(**params, **self._timeout(ends))
+            except Exception as exc:
+                wait = self._retry_wait(exc, attempt, ends)
+                if wait is None:
+                    raise
+            time.sleep(wait)
+            attempt += 1
+
+    async def _asend(
+        self, call: Callable[..., Awaitable[T]], params: dict[str, Any], ends: float | None
+    ) -> T:
+        import anyio  # httpx's own dependency; works under asyncio and trio
+
+        attempt = 0
+        while True:
+            try:
+                return await call(**params, **self._timeout(ends))
+            except Exception as exc:
+                wait = self._retry_wait(exc, attempt, ends)
+                if wait is None:
+                    raise
+            await anyio.sleep(wait)
+            attempt += 1
+
+    def _retry_wait(self, exc: Exception, attempt: int, ends: float | None) -> float | None:
+        """How long to wait before sending again after `exc`, or `None` to give up."""
+        sdk = self._sdk
+        left = None if ends is None else ends - time.monotonic()
+        if isinstance(exc, sdk.APIStatusError):
+            if _too_long(exc):
+                return None
+            headers = exc.response.headers
+            return self.retry.next_wait(attempt, exc.status_code, headers, remaining=left)
+        if isinstance(exc, sdk.APIConnectionError):  # no answer: refused, reset, timed out
+            return self.retry.next_wait(attempt, None, remaining=left)
+        return None
 
     @contextmanager
     def _errors(self) -> Iterator[None]:
@@ -242,19 +335,43 @@ class AnthropicModel:
     def _model_error(self, exc: Exception) -> ModelError | None:
         sdk, http, kind = self._sdk, self._http, type(exc).__name__
         if isinstance(exc, sdk.APIStatusError):
-            return ModelError(
+            message = (
                 f"Anthropic API error {exc.status_code} ({exc.type or 'unknown'}): "
-                f"{exc.api_message or exc.message}",
+                f"{exc.api_message or exc.message}"
+            )
+            if _too_long(exc):
+                return ContextWindowExceeded(
+                    message, request_id=exc.request_id, status=exc.status_code
+                )
+            return ModelError(
+                message,
                 request_id=exc.request_id,
                 status=exc.status_code,
+                kind="overloaded" if exc.type == "overloaded_error" else None,
+                retry_after=retry_after(exc.response.headers),
             )
-        if isinstance(exc, sdk.AnthropicError):  # connection errors, timeouts before a reply
-            return ModelError(f"Anthropic API call failed: {kind}: {exc}")
+        if isinstance(exc, sdk.APITimeoutError):
+            return ModelError(f"Anthropic API call timed out: {kind}: {exc}", kind="timeout")
+        if isinstance(exc, sdk.APIConnectionError):  # no answer: refused, reset
+            return ModelError(f"Anthropic API call failed: {kind}: {exc}", kind="unavailable")
+        if isinstance(exc, sdk.AnthropicError):
+            return ModelError(f"Anthropic API call failed: {kind}: {exc}", kind="bad_reply")
         if isinstance(exc, http.TimeoutException):  # no byte within the read timeout
-            return ModelError(f"Anthropic API stream stalled: {kind}: {exc}")
+            return ModelError(f"Anthropic API stream stalled: {kind}: {exc}", kind="timeout")
         if isinstance(exc, (http.HTTPError, http.StreamError, UnicodeDecodeError)):
-            return ModelError(f"Anthropic API stream broke: {kind}: {exc}")
+            return ModelError(f"Anthropic API stream broke: {kind}: {exc}", kind="unavailable")
         return None
+
+
+def _ends(request: ModelRequest) -> float | None:
+    """When the call must be over (`time.monotonic()`), for a request with a timeout."""
+    return None if request.timeout is None else time.monotonic() + request.timeout
+
+
+def _too_long(exc: Any) -> bool:
+    """Whether the API refused the request because the prompt does not fit the window."""
+    text = f"{getattr(exc, 'api_message', '') or ''} {getattr(exc, 'message', '')}".lower()
+    return exc.status_code in (400, 413) and any(marker in text for marker in _TOO_LONG)
 
 
 def _request_id(response: httpx2.Response) -> str | None:

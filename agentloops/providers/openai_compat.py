@@ -20,7 +20,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
-from agentloops.errors import ConfigurationError, ModelError
+from agentloops.errors import ConfigurationError, ContextWindowExceeded, ModelError
 from agentloops.events import Delta
 from agentloops.messages import ToolCall
 from agentloops.model import ModelRequest, ModelResponse
@@ -29,7 +29,9 @@ from agentloops.providers._openai_drivers import Attempts, Send, Wait, adrive, d
 from agentloops.providers._openai_reply import parse_arguments, parse_completion
 from agentloops.providers._openai_request import FALLBACK, Mechanism, request_body
 from agentloops.providers._openai_stream import StreamAssembler
+from agentloops.providers.retry import RetryPolicy, retry_after
 from agentloops.tools import INVALID_ARGUMENTS
+from agentloops.usage import Price
 
 if TYPE_CHECKING:
     import httpx
@@ -61,10 +63,18 @@ class OpenAICompatModel:
             on first use (it belongs to the event loop that first uses it).
         max_tokens: the output limit when a request sets none; always sent (default 1024).
         max_retries: retries after a 408/409/429/5xx answer or a connection error, with
-            exponential backoff that honours `Retry-After`; then `ModelError`.
-        timeout: seconds per request for the default HTTP clients (600, as OpenAI's own
-            SDK: a local server still generating is better waited for than abandoned,
-            since it goes on generating and the retry queues behind it).
+            exponential backoff that honours `Retry-After`; then `ModelError`. A shorthand
+            for `retry=RetryPolicy(max_retries=...)` (default 3).
+        retry: the whole `RetryPolicy` (statuses, backoff, `Retry-After` cap).
+        timeout: seconds the default HTTP clients wait for a non-streamed reply (300: no
+            byte comes back before the last token, so this bounds the whole generation; a
+            200-second call to a slow local server has been seen, and one given up on
+            keeps the server busy). With the default 3 retries a call can take about
+            4 x 300 s + 3.5 s of backoff before it fails; a run's `deadline=` bounds it.
+        stream_timeout: seconds a stream may go without a byte (600: a long prompt on a
+            slow server may take minutes before its first token).
+        price: what this model's tokens cost, for a loop's `max_cost` (default: the
+            packaged table's price for `model`, if it has one).
         structured: how to get JSON for a request with `output`: `"json_schema"` and
             `"json_object"` send that `response_format` (the latter with the schema beside
             it, and in the prompt); `"prompt"` puts the schema in the system prompt only;
@@ -89,15 +99,20 @@ class OpenAICompatModel:
         http_client: httpx.Client | None = None,
         async_http_client: httpx.AsyncClient | None = None,
         max_tokens: int | None = DEFAULT_MAX_TOKENS,
-        max_retries: int = 3,
-        timeout: float = 600.0,
+        max_retries: int | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: float = 300.0,
+        stream_timeout: float = 600.0,
+        price: Price | None = None,
         structured: StructuredMode = "auto",
         extra_body: dict[str, Any] | None = None,
         sleep: Callable[[float], object] = time.sleep,
         async_sleep: Callable[[float], Awaitable[object]] | None = None,
     ):
-        if max_retries < 0:
-            raise ConfigurationError(f"max_retries must be >= 0, got {max_retries}")
+        if max_retries is not None and retry is not None:
+            raise ConfigurationError("pass max_retries= or retry=, not both")
+        if timeout <= 0 or stream_timeout <= 0:
+            raise ConfigurationError("timeout and stream_timeout must be > 0")
         if structured not in ("auto", "json_schema", "json_object", "prompt"):
             raise ConfigurationError(
                 f"structured must be auto, json_schema, json_object or prompt: {structured!r}"
@@ -109,8 +124,10 @@ class OpenAICompatModel:
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.max_tokens = max_tokens or DEFAULT_MAX_TOKENS
-        self.max_retries = max_retries
+        self.retry = retry or RetryPolicy(max_retries=3 if max_retries is None else max_retries)
         self.timeout = timeout
+        self.stream_timeout = stream_timeout
+        self.price = price
         self.structured: StructuredMode = structured
         self.extra_body = dict(extra_body or {})
         self._sleep = sleep
@@ -121,6 +138,7 @@ class OpenAICompatModel:
         self._owns_async = async_http_client is None
         self._async_http = async_http_client
         self._transport_errors = (httpx.TransportError,)
+        self._timeouts = (httpx.TimeoutException,)
         self._lock = threading.Lock()
         self._mechanism: Mechanism = "json_schema" if structured == "auto" else structured
         """How structured output is asked for now; `"auto"` moves it down on a refusal."""
@@ -128,6 +146,11 @@ class OpenAICompatModel:
         """Becomes `max_completion_tokens` when a server says it wants that instead."""
         self._raw_args: dict[str, tuple[str, dict[str, Any]]] = {}
         """Call id -> the arguments as written and as parsed (parsed once, not per request)."""
+
+    @property
+    def max_retries(self) -> int:
+        """Retries after the first try (`retry.max_retries`)."""
+        return self.retry.max_retries
 
     def __repr__(self) -> str:  # no key here, ever
         return f"OpenAICompatModel({self.base_url!r}, {self.model!r})"
@@ -142,8 +165,10 @@ class OpenAICompatModel:
         settings = {
             "api_key": self._api_key,
             "max_tokens": self.max_tokens,
-            "max_retries": self.max_retries,
+            "retry": self.retry,
             "timeout": self.timeout,
+            "stream_timeout": self.stream_timeout,
+            "price": self.price,
             "structured": self.structured,
             "extra_body": self.extra_body,
             "sleep": self._sleep,
@@ -184,12 +209,12 @@ class OpenAICompatModel:
                 reply that is not JSON or not of the expected shape (the field is named);
                 `.status` and `.request_id` when known.
         """
-        response = self._drive(self._attempts(request, stream=False))
+        response = self._drive(request, stream=False)
         return self._accept(request, self._json(response))
 
     async def acomplete(self, request: ModelRequest) -> ModelResponse:
         """`complete` over `httpx.AsyncClient`: the same request, retries and parsing."""
-        response = await self._adrive(self._attempts(request, stream=False))
+        response = await self._adrive(request, stream=False)
         return self._accept(request, self._json(response))
 
     def stream(self, request: ModelRequest) -> Iterator[Delta | ModelResponse]:
@@ -204,7 +229,7 @@ class OpenAICompatModel:
             ConfigurationError: the `openai` extra (httpx-sse) is not installed.
         """
         sse = _httpx_sse()
-        response = self._drive(self._attempts(request, stream=True))
+        response = self._drive(request, stream=True)
         assembler = StreamAssembler(_taken(request))
         try:
             for event in sse.EventSource(response).iter_sse():
@@ -221,7 +246,7 @@ class OpenAICompatModel:
         """`stream` over `httpx.AsyncClient`. Close it early with `aclose()` (or
         `contextlib.aclosing`) to close the HTTP response at once."""
         sse = _httpx_sse()
-        response = await self._adrive(self._attempts(request, stream=True))
+        response = await self._adrive(request, stream=True)
         assembler = StreamAssembler(_taken(request))
         try:
             async for event in sse.EventSource(response).aiter_sse():
@@ -237,13 +262,16 @@ class OpenAICompatModel:
 
     # -- the plan of attempts, and its two drivers ---------------------------------------
 
-    def _attempts(self, request: ModelRequest, *, stream: bool) -> Attempts:
+    def _attempts(self, request: ModelRequest, *, stream: bool, owned: bool) -> Attempts:
         """Send, read the answer, adapt or wait; returns the first good answer.
 
         A refused parameter (decided from the error body, whatever the status) changes
         the request and spends no retry; each refusal can happen once, so this ends.
+        With `request.timeout`, no try starts, and no wait runs, past that many seconds.
+        `owned`: the HTTP client is one this model made (its timeouts are ours to set).
         """
         attempt = 0
+        ends = None if request.timeout is None else time.monotonic() + request.timeout
         while True:
             mechanism = self._mechanism if request.output is not None else None
             limit = request.max_tokens or self.max_tokens
@@ -258,14 +286,15 @@ class OpenAICompatModel:
                 extra=self.extra_body,
             )
             headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
-            answer = yield Send(self._url, body, headers)
-            wait_headers = None
+            left = None if ends is None else ends - time.monotonic()
+            if left is not None and left <= 0:
+                raise self._out_of_time(request, attempt)
+            answer = yield Send(self._url, body, headers, self._timeout(stream, owned, left))
+            left = None if ends is None else ends - time.monotonic()
             if isinstance(answer, Exception):
-                if attempt == self.max_retries:
-                    problem = self._redact(f"{type(answer).__name__}: {answer}")
-                    raise ModelError(
-                        f"POST {self._url} failed after {attempt + 1} attempts: {problem}"
-                    ) from answer
+                wait = self.retry.next_wait(attempt, None, remaining=left)
+                if wait is None:
+                    raise self._unanswered(answer, attempt + 1) from answer
             else:
                 assert answer is not None
                 status = answer.status_code
@@ -277,11 +306,21 @@ class OpenAICompatModel:
                 if refused == "max_tokens" and self._limit_field == "max_tokens":
                     self._limit_field = "max_completion_tokens"
                     continue
-                if not http.retryable(status) or attempt == self.max_retries:
+                if http.context_exceeded(status, answer.text):
+                    raise self._error(answer, attempt + 1, kind=ContextWindowExceeded)
+                wait = self.retry.next_wait(attempt, status, answer.headers, remaining=left)
+                if wait is None:
                     raise self._error(answer, attempt + 1)
-                wait_headers = answer.headers
-            yield Wait(http.backoff(attempt, wait_headers))
+            yield Wait(wait)
             attempt += 1
+
+    def _timeout(self, stream: bool, owned: bool, left: float | None) -> float | None:
+        """The timeout of one try: the stream's or the reply's for an HTTP client this
+        model made (`None`: a client you passed in keeps its own), cut to what is left."""
+        base = (self.stream_timeout if stream else self.timeout) if owned else None
+        if left is None:
+            return base
+        return left if base is None else min(base, left)
 
     def _adapt_structured(self, mechanism: Mechanism | None) -> bool:
         if self.structured != "auto" or mechanism not in FALLBACK:
@@ -289,11 +328,13 @@ class OpenAICompatModel:
         self._mechanism = FALLBACK[mechanism]  # this server lacks it: stop asking
         return True
 
-    def _drive(self, plan: Attempts) -> httpx.Response:
+    def _drive(self, request: ModelRequest, *, stream: bool) -> httpx.Response:
+        plan = self._attempts(request, stream=stream, owned=self._owns_http)
         return drive(plan, self._http, self._sleep, self._transport_errors)
 
-    async def _adrive(self, plan: Attempts) -> httpx.Response:
+    async def _adrive(self, request: ModelRequest, *, stream: bool) -> httpx.Response:
         client = self._async_client()
+        plan = self._attempts(request, stream=stream, owned=self._owns_async)
         return await adrive(plan, client, self._pause, self._transport_errors)
 
     def _async_client(self) -> httpx.AsyncClient:
@@ -346,20 +387,51 @@ class OpenAICompatModel:
             return stored[0]
         return json.dumps(call.args, ensure_ascii=False)
 
-    def _error(self, response: httpx.Response, attempts: int, what: str = "") -> ModelError:
+    def _error(
+        self,
+        response: httpx.Response,
+        attempts: int,
+        what: str = "",
+        kind: type[ModelError] = ModelError,
+    ) -> ModelError:
         request_id = response.headers.get("x-request-id") or response.headers.get("request-id")
         tries = f" (after {attempts} attempts)" if attempts > 1 else ""
-        return ModelError(
+        message = (
             f"{self._url} answered {what or f'HTTP {response.status_code}'}{tries}: "
-            f"{self._redact(http.detail(response.text))}",
+            f"{self._redact(http.detail(response.text))}"
+        )
+        if kind is ContextWindowExceeded:
+            return ContextWindowExceeded(
+                message, request_id=request_id, status=response.status_code
+            )
+        return ModelError(
+            message,
             request_id=request_id,
             status=response.status_code,
+            kind="bad_reply" if what else None,
+            retry_after=retry_after(response.headers),
+        )
+
+    def _unanswered(self, exc: Exception, attempts: int) -> ModelError:
+        problem = self._redact(f"{type(exc).__name__}: {exc}")
+        return ModelError(
+            f"POST {self._url} failed after {attempts} attempts: {problem}",
+            kind="timeout" if isinstance(exc, self._timeouts) else "unavailable",
+        )
+
+    def _out_of_time(self, request: ModelRequest, attempts: int) -> ModelError:
+        tries = f" after {attempts} attempts" if attempts else ""
+        return ModelError(
+            f"POST {self._url}: the call's {request.timeout:.1f} s (the run's deadline) ran "
+            f"out{tries}",
+            kind="timeout",
         )
 
     def _broken(self, exc: Exception, assembler: StreamAssembler) -> ModelError:
         problem = self._redact(f"{type(exc).__name__}: {exc}")
         return ModelError(
-            f"the stream from {self._url} failed after {assembler.chunks} chunks: {problem}"
+            f"the stream from {self._url} failed after {assembler.chunks} chunks: {problem}",
+            kind="timeout" if isinstance(exc, self._timeouts) else "unavailable",
         )
 
     def _redact(self, text: str) -> str:

@@ -9,11 +9,12 @@ Rule: this package knows the engine and the vocabulary below it, and no other lo
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from agentloops.engine.effects import Machine
 from agentloops.engine.host import ToolHost
+from agentloops.engine.meter import meter_for
 from agentloops.engine.runner import Opening, Runner
 from agentloops.engine.runs import Clock
 from agentloops.errors import check_limits
@@ -24,6 +25,7 @@ from agentloops.model import ModelClient
 from agentloops.react import _machine
 from agentloops.react.result import ReActResult, ReActStopReason
 from agentloops.tools import ApprovalPolicy, Tool, ToolRegistry
+from agentloops.usage import Amount, Price
 
 __all__ = ["ReActLoop", "ReActResult", "ReActStopReason"]
 
@@ -56,6 +58,16 @@ class ReActLoop:
             under a lease, and `resume(run_id)` continues it in any process. See
             docs/durability.md.
         lease_ttl: seconds a run's lease lasts without renewal (renewed while it runs).
+        max_cost: stop with `"budget"` before a model call once the run's calls cost this
+            much (an amount in the price's currency; needs a price for every model that may
+            answer: `price=`, a priced client, or the packaged table, else
+            `ConfigurationError` here).
+        price: what the models' tokens cost: one `Price`, or one per model name (see
+            docs/models.md); without it, the clients' own prices. A run whose prices are
+            known reports its `cost` and `cost_by_role`.
+        deadline: seconds a run may take, wall clock (from its start, or from a resume):
+            checked before each model call, and each call's timeout is what is left; the
+            run stops with `"deadline"`. A tool call that started runs to its end.
 
     Examples:
         >>> from agentloops.testing import ScriptedModel
@@ -81,6 +93,9 @@ class ReActLoop:
         max_tool_calls: int | None = None,
         store: RunStore | None = None,
         lease_ttl: float = 30.0,
+        max_cost: Amount | None = None,
+        price: Price | Mapping[str, Price] | None = None,
+        deadline: float | None = None,
     ):
         check_limits(
             max_steps=(max_steps, 1),
@@ -105,7 +120,13 @@ class ReActLoop:
         self.max_tool_calls = max_tool_calls
         self.store = store
         self._tool_host = ToolHost(self.tools)
-        self._runner: Runner[ReActResult] = Runner(_machine.LOOP, store, lease_ttl)
+        self._runner: Runner[ReActResult] = Runner(
+            _machine.LOOP,
+            store,
+            lease_ttl,
+            meter_for([model], price=price, max_cost=max_cost, deadline=deadline),
+        )
+        self.max_cost, self.price, self.deadline = max_cost, price, deadline
 
     # -- drivers ---------------------------------------------------------------------
 

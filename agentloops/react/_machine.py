@@ -356,6 +356,8 @@ def _result(
         detail=detail,
         pending_approvals=pending or [],
         held_results=held or [],
+        cost=None,
+        cost_by_role={},
     )
     return result
 

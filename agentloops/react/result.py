@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Literal
 
 from agentloops.errors import raise_for_stop
@@ -18,6 +19,7 @@ ReActStopReason = Literal[
     "answered",
     "max_steps",
     "budget",
+    "deadline",
     "stalled",
     "approval_required",
     "refused",
@@ -51,6 +53,11 @@ class ReActResult:
     """Calls waiting for a human decision (`stop_reason="approval_required"`)."""
     held_results: list[ToolResult] = field(default_factory=list)
     """Results of the paused turn's other calls, already run or denied."""
+    cost: Decimal | None = None
+    """What the run's model calls cost, when the loop knows its models' prices (`price=`,
+    a priced client, or the packaged table); `None` otherwise."""
+    cost_by_role: dict[str, Decimal] = field(default_factory=dict)
+    """The cost per role: "planner", "solver", "reporter"..., and "react" for ReAct steps."""
 
     def raise_for_stop(self) -> None:
         """Raise the matching `RunError` (with this result) unless the run answered."""

@@ -23,6 +23,7 @@ from agentloops._validation import field_errors
 from agentloops.engine import sync
 from agentloops.engine.effects import Machine
 from agentloops.engine.host import ToolHost
+from agentloops.engine.meter import meter_for
 from agentloops.engine.runner import Opening, Runner
 from agentloops.engine.runs import Clock
 from agentloops.errors import ConfigurationError, PlanValidationError, check_limits
@@ -36,6 +37,7 @@ from agentloops.rewoo.prompts import PLANNER_SYSTEM, SOLVER_SYSTEM
 from agentloops.rewoo.result import ReWOOResult
 from agentloops.rewoo.schema import ReWOOPlan, ReWOOPlanStep
 from agentloops.tools import Tool, ToolRegistry
+from agentloops.usage import Amount, Price
 
 __all__ = [
     "PLANNER_SYSTEM",
@@ -103,6 +105,16 @@ class ReWOOPipeline:
         store: a `RunStore`: each run is journaled as it goes, under a lease, and
             `resume(run_id)` continues it in any process (docs/durability.md).
         lease_ttl: seconds a run's lease lasts without renewal (renewed while it runs).
+        max_cost: stop with `"budget"` before a model call once the run's calls cost this
+            much (an amount in the price's currency; needs a price for every model that may
+            answer: `price=`, a priced client, or the packaged table, else
+            `ConfigurationError` here).
+        price: what the models' tokens cost: one `Price`, or one per model name (see
+            docs/models.md); without it, the clients' own prices. A run whose prices are
+            known reports its `cost` and `cost_by_role`.
+        deadline: seconds a run may take, wall clock (from its start, or from a resume):
+            checked before each model call, and each call's timeout is what is left; the
+            run stops with `"deadline"`. A tool call that started runs to its end.
 
     Examples:
         >>> from agentloops.testing import ScriptedModel, respond_structured
@@ -140,6 +152,9 @@ class ReWOOPipeline:
         on_event: EventSink | None = None,
         store: RunStore | None = None,
         lease_ttl: float = 30.0,
+        max_cost: Amount | None = None,
+        price: Price | Mapping[str, Price] | None = None,
+        deadline: float | None = None,
     ):
         check_limits(
             max_workers=(max_workers, 1),
@@ -172,7 +187,15 @@ class ReWOOPipeline:
         self.max_tokens = max_tokens
         self.on_event = on_event
         self.store = store
-        self._runner: Runner[ReWOOResult] = Runner(_machine.LOOP, store, lease_ttl)
+        self._runner: Runner[ReWOOResult] = Runner(
+            _machine.LOOP,
+            store,
+            lease_ttl,
+            meter_for(
+                [self.planner, self.solver], price=price, max_cost=max_cost, deadline=deadline
+            ),
+        )
+        self.max_cost, self.price, self.deadline = max_cost, price, deadline
 
     # -- the three stages, public so each can be used (and tested) alone ------------
 

@@ -133,6 +133,7 @@ def plan_machine(
                 max_tokens=p.max_tokens,
                 loop=LOOP,
                 run_id=run.run_id,
+                role="planner",
             )
         except ModelOutputError as exc:
             run.totals.spend(exc.usage, exc.model_calls)
@@ -210,6 +211,7 @@ def solve(
         loop=LOOP,
         run_id=run.run_id,
         step=run.totals.model_calls,
+        role="solver",
     )
     run.totals.spend(response.usage, calls)
     return response

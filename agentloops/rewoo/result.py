@@ -6,6 +6,7 @@ A public module: pickled and stored results name it. Rule: a record only.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Literal
 
 from agentloops.errors import raise_for_stop
@@ -21,6 +22,8 @@ ReWOOStopReason = Literal[
     "empty",
     "invalid_plan",
     "tool_failed",
+    "budget",
+    "deadline",
     "error",
     "running",
 ]
@@ -44,6 +47,11 @@ class ReWOOResult:
     skipped: list[str] = field(default_factory=list)
     """Steps not run because a dependency failed."""
     detail: str = ""
+    cost: Decimal | None = None
+    """What the run's model calls cost, when the loop knows its models' prices (`price=`,
+    a priced client, or the packaged table); `None` otherwise."""
+    cost_by_role: dict[str, Decimal] = field(default_factory=dict)
+    """The cost per role: "planner", "solver", "reporter"..., and "react" for ReAct steps."""
 
     @property
     def failed_steps(self) -> list[str]:

@@ -42,6 +42,10 @@ class _AnyArguments(pydantic.BaseModel):
 
     model_config = pydantic.ConfigDict(extra="allow")
 
+    @classmethod
+    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        return {}  # replaced by the server's schema; building pydantic's costs a listing dearly
+
 
 class MCPTool(Tool):
     """A tool of an MCP server, under the name the model sees (prefixed, if asked).
@@ -79,7 +83,7 @@ class MCPTool(Tool):
         self.call_timeout = timeout
         self.async_fn = self._acall
         self._caller = caller
-        self._check = _schema.validator(self.input_schema)
+        self._check: Any = None  # compiled at the first call: a 300-tool listing stays quick
 
     def validate(self, args: dict[str, Any]) -> dict[str, Any]:
         """The arguments as given, once the server's schema accepts them.
@@ -87,8 +91,11 @@ class MCPTool(Tool):
         Raises:
             pydantic.ValidationError: one entry per field the schema refuses.
         """
-        if self._check is not None:
-            _schema.check(self._check, args, self.name)
+        check = self._check
+        if check is None:
+            check = self._check = _schema.validator(self.input_schema) or False
+        if check is not False:
+            _schema.check(check, args, self.name)
         return args
 
     def _call(self, **arguments: Any) -> ToolOutcome:

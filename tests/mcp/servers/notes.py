@@ -124,10 +124,16 @@ def build(name: str) -> Notes:
 
     @app.tool()
     async def slow_note(text: str, seconds: float, ctx: Context) -> str:
-        """Store a note after a wait; the ledger line is written before the wait."""
+        """Store a note after a wait; the ledger line is written before the wait
+        (`NOTES_SLOW` in the environment, when set, is the wait instead)."""
         record(ctx, "slow_note", {"text": text})
-        await anyio.sleep(seconds)
+        await anyio.sleep(float(os.environ.get("NOTES_SLOW", seconds)))
         return f"stored {text}"
+
+    @app.tool(annotations=READ_ONLY)
+    def header(name: str, ctx: Context) -> str:
+        """The value of a request header (over HTTP)."""
+        return (ctx.headers or {}).get(name.lower(), "(none)")
 
     @app.tool(annotations=READ_ONLY)
     def pid() -> int:

@@ -21,8 +21,6 @@ import anyio
 from mcp import Client, types
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
-from agentloops import __version__
-
 logger = logging.getLogger("agentloops.mcp")
 
 KEY_META = "agentloops/idempotency-key"
@@ -120,7 +118,7 @@ class Session:
                     self._transport(stack),
                     cache=None,  # a listing is read when the server says it changed
                     message_handler=self._on_message,
-                    client_info=types.Implementation(name="agentloops", version=__version__),
+                    client_info=types.Implementation(name="agentloops", version=_version()),
                 )
                 await stack.enter_async_context(client)
                 self.server_info = client.server_info
@@ -189,6 +187,16 @@ class Session:
             logger.warning("MCP server's tools could not be re-listed: %s", _said(exc))
         finally:
             self._relisting = None
+
+
+def _version() -> str:
+    """Our distribution's version, for the server's logs (the facade is a layer above)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("agentloops-kit")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "0"
 
 
 def _announces(client: Client) -> bool:

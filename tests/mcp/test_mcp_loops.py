@@ -139,22 +139,9 @@ def test_a_tool_not_marked_read_only_waits_for_approval_and_runs_once(
     assert [line["tool"] for line in added] == ["add_note"]
 
 
-def test_a_denying_policy_beats_a_toolset_that_allows_everything(tmp_path: Any) -> None:
-    from conftest import notes_toolset
-
-    with notes_toolset(tmp_path / "l.jsonl", requires_approval=False) as free:
-        model = ScriptedModel([use_tools(("delete_note", {"note_id": "n1"})), "Denied."])
-
-        def policy(call: ToolCall) -> str:
-            return "deny" if call.name == "delete_note" else "allow"
-
-        result = ReActLoop(model, [free], approval=policy).run("Delete n1.")  # type: ignore[arg-type]
-        assert result.messages[2].content[0].is_error
-        assert "denied" in result.messages[2].content[0].content
-        assert not (tmp_path / "l.jsonl").exists()  # the server never saw the call
-
-
-def test_a_predicate_asks_only_for_the_arguments_it_names(tmp_path: Any) -> None:
+def test_a_predicate_asks_for_the_arguments_it_names_and_a_denying_policy_still_wins(
+    tmp_path: Any,
+) -> None:
     from conftest import notes_toolset
 
     asked: list[tuple[str, dict[str, Any]]] = []
@@ -163,13 +150,23 @@ def test_a_predicate_asks_only_for_the_arguments_it_names(tmp_path: Any) -> None
         asked.append((name, args))
         return name == "add" and args["a"] > 100
 
+    def policy(call: ToolCall) -> str:
+        return "deny" if call.name == "delete_note" else "allow"
+
     with notes_toolset(tmp_path / "l.jsonl", requires_approval=big) as ts:
         model = ScriptedModel(
-            [use_tools(("add", {"a": 1, "b": 1})), use_tools(("add", {"a": 500, "b": 1})), "x"]
+            [
+                use_tools(("add", {"a": 1, "b": 1}), ("delete_note", {"note_id": "n1"})),
+                use_tools(("add", {"a": 500, "b": 1})),
+                "x",
+            ]
         )
-        result = ReActLoop(model, [ts]).run("Add.")
+        result = ReActLoop(model, [ts], approval=policy).run("Add.")  # type: ignore[arg-type]
+        small, denied = result.messages[2].content
+        assert (small.content, small.is_error) == ("2", False)
+        assert denied.is_error and "denied" in denied.content
+        assert not (tmp_path / "l.jsonl").exists()  # the server never saw the delete
         assert result.stop_reason == "approval_required"
-        assert result.messages[2].content[0].content == "2"
         assert result.pending_approvals[0].args == {"a": 500, "b": 1}
         assert ("add", {"a": 500, "b": 1}) in asked
 

@@ -30,8 +30,16 @@ SCRIPTS = (
     "stream_overhead.py",
     "limiter.py",
     "durability.py",
+    "mcp_overhead.py",
 )
-QUICK = {"react_overhead.py", "async_runs.py", "stream_overhead.py", "limiter.py", "durability.py"}
+QUICK = {
+    "react_overhead.py",
+    "async_runs.py",
+    "stream_overhead.py",
+    "limiter.py",
+    "durability.py",
+    "mcp_overhead.py",
+}
 """The scripts that take `--quick`."""
 BUDGET_SECONDS = 600
 

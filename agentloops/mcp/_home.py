@@ -40,7 +40,11 @@ class Home:
         def serve() -> None:
             asyncio.set_event_loop(loop)
             loop.call_soon(started.set)
-            loop.run_forever()
+            try:
+                loop.run_forever()
+            finally:  # here, on its own thread: the closing thread may run a loop of its own
+                loop.run_until_complete(loop.shutdown_asyncgens())
+                loop.close()
 
         thread = threading.Thread(target=serve, name=f"agentloops-mcp-{name}", daemon=True)
         thread.start()
@@ -87,8 +91,5 @@ class Home:
         """Stop the loop this home started (a no-op for the caller's loop)."""
         if self.thread is None:
             return
-        loop = self.loop
-        loop.call_soon_threadsafe(loop.stop)
+        self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join()
-        loop.run_until_complete(loop.shutdown_asyncgens())
-        loop.close()

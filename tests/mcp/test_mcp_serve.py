@@ -123,3 +123,34 @@ def test_what_cannot_be_served_is_a_configuration_error() -> None:
         mcp_server(42)  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="transport must be 'stdio' or 'http'"):
         serve([], transport="sse")  # type: ignore[arg-type]
+
+
+def test_a_served_loop_answers_says_why_it_did_not_and_reports_a_failed_run() -> None:
+    @tool
+    def look(place: str) -> str:
+        """Look a place up."""
+        return f"{place} is far"
+
+    answering = ReActLoop(ScriptedModel(["Paris."]), [])
+    looping = ReActLoop(ScriptedModel([use_tools(("look", {"place": "Oz"}))]), [look], max_steps=1)
+    failing = ReActLoop(ScriptedModel([RuntimeError("the model is down")]), [])
+
+    async def ask(loop: ReActLoop, tool_name: str, task: str) -> tuple[str, bool]:
+        server = mcp_server(loop, name="geo", description="Answers geography questions.")
+        async with Client(server, cache=None) as client:
+            (listed,) = (await client.list_tools()).tools
+            assert (listed.name, listed.description) == ("geo", "Answers geography questions.")
+            result = await client.call_tool(tool_name, {"task": task})
+        return result.content[0].text, result.is_error  # type: ignore[union-attr]
+
+    assert asyncio.run(ask(answering, "geo", "Capital of France?")) == ("Paris.", False)
+    assert asyncio.run(ask(answering, "atlas", "x")) == (
+        "unknown tool 'atlas'; this server has 'geo'",
+        True,
+    )
+    text, is_error = asyncio.run(ask(looping, "geo", "Where is Oz?"))
+    assert is_error and text == (
+        "the run stopped without an answer (max_steps: max_steps=1 reached after 1 steps)"
+    )
+    text, is_error = asyncio.run(ask(failing, "geo", "Anything?"))
+    assert is_error and text.startswith("the run failed: ") and "the model is down" in text

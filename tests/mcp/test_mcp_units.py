@@ -184,3 +184,26 @@ def test_results_render_every_kind_of_block() -> None:
     assert rendered(types.CallToolResult(content=[])) == ("(no output)", False)
     structured = types.CallToolResult(content=[], structured_content={"a": [1, "é"]})
     assert rendered(structured) == ('{"a": [1, "é"]}', False)
+
+
+def run_python(code: str) -> str:
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    return out.stdout.strip() + out.stderr.strip()
+
+
+def test_import_agentloops_does_not_import_the_mcp_sdk() -> None:
+    code = "import sys, agentloops; from agentloops import ReActLoop; print('mcp' in sys.modules)"
+    assert run_python(code) == "False"
+
+
+def test_without_the_extra_agentloops_mcp_says_which_to_install() -> None:
+    code = (
+        "import sys; sys.modules['mcp'] = None\n"
+        "try:\n    import agentloops.mcp\nexcept ModuleNotFoundError as exc:\n    print(exc)"
+    )
+    assert run_python(code) == (
+        "agentloops.mcp needs the MCP SDK (mcp is not installed): pip install 'agentloops-kit[mcp]'"
+    )

@@ -11,6 +11,15 @@ Needs the `mcp` extra (`pip install 'agentloops-kit[mcp]'`): the official SDK, `
 
 from __future__ import annotations
 
+try:
+    import mcp as _mcp  # noqa: F401
+except ModuleNotFoundError as exc:  # say which extra brings it, not just what is missing
+    raise ModuleNotFoundError(
+        f"agentloops.mcp needs the MCP SDK ({exc.name} is not installed): "
+        "pip install 'agentloops-kit[mcp]'",
+        name=exc.name,
+    ) from exc
+
 from ._server import mcp_server, serve
 from ._session import KEY_META
 from ._tool import ApprovalChoice, MCPTool

@@ -185,7 +185,7 @@ def test_each_call_carries_its_idempotency_key_in_meta(notes: Served, drive: Dri
     assert seen[0] != seen[1]
 
 
-def test_async_with_keeps_the_session_on_the_callers_loop(tmp_path: Any) -> None:
+def test_async_with_keeps_the_session_on_the_callers_loop_and_with_works_there_too(tmp_path: Any) -> None:
     from conftest import notes_toolset
 
     async def main() -> None:
@@ -201,6 +201,12 @@ def test_async_with_keeps_the_session_on_the_callers_loop(tmp_path: Any) -> None
             threaded = await asyncio.to_thread(ReActLoop(model, [ts]).run, "Add.")
             assert threaded.messages[2].content[0].content == "4"
         assert not ts.is_open
+        # `with` inside async code: the session gets its own loop, opened and closed here.
+        with notes_toolset(tmp_path / "l.jsonl", name="own") as own:
+            model = ScriptedModel([use_tools(("add", {"a": 3, "b": 3})), "6"])
+            result = await ReActLoop(model, [own]).arun("Add.")
+            assert result.messages[2].content[0].content == "6"
+        assert not own.is_open
 
     asyncio.run(main())
 

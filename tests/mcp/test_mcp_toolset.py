@@ -36,6 +36,15 @@ def test_the_tools_come_with_the_servers_schemas_and_descriptions(notes: Served)
     assert registry.get("add").input_schema["properties"]["a"]["type"] == "integer"  # type: ignore[union-attr]
 
 
+def test_a_name_a_provider_would_refuse_is_made_fit_and_called_by_its_own(notes: Served) -> None:
+    registry = ToolRegistry([notes.toolset])
+    assert "notes.count" not in registry
+    counted = registry.get("notes_count")
+    assert isinstance(counted, MCPTool) and counted.server_name == "notes.count"
+    outcome = registry.call("notes_count", {})
+    assert (outcome.content, outcome.is_error) == ("0", False)  # nothing stored in this module
+
+
 def test_annotations_set_read_only_approval_and_calls_in_doubt(notes: Served) -> None:
     tools = {t.name: t for t in notes.toolset.tools()}
     add, add_note, delete, tag = (

@@ -161,6 +161,10 @@ def build(name: str) -> Notes:
         """Answered by the middleware `garbled` with a malformed result."""
         return "never sent"
 
+    app.add_tool(
+        lambda: len(notes), name="notes.count", description="How many notes.", annotations=READ_ONLY
+    )
+
     async def changed(ctx: Context) -> None:
         """Tell the client the tools changed, and wait until it has listed them again."""
         app.listed = anyio.Event()

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from conftest import PYTHON
+from mcp_helpers import PYTHON
 
 AGENT = str(Path(__file__).parent / "_durable_agent.py")
 

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from conftest import HTTPServer, Served
+from mcp_helpers import HTTPServer, Served, notes_toolset
 
 from agentloops import (
     PlanAndExecute,
@@ -142,8 +142,6 @@ def test_a_tool_not_marked_read_only_waits_for_approval_and_runs_once(
 def test_a_predicate_asks_for_the_arguments_it_names_and_a_denying_policy_still_wins(
     tmp_path: Any,
 ) -> None:
-    from conftest import notes_toolset
-
     asked: list[tuple[str, dict[str, Any]]] = []
 
     def big(name: str, args: dict[str, Any]) -> bool:
@@ -185,9 +183,9 @@ def test_each_call_carries_its_idempotency_key_in_meta(notes: Served, drive: Dri
     assert seen[0] != seen[1]
 
 
-def test_async_with_keeps_the_session_on_the_callers_loop_and_with_works_there_too(tmp_path: Any) -> None:
-    from conftest import notes_toolset
-
+def test_async_with_keeps_the_session_on_the_callers_loop_and_with_works_there_too(
+    tmp_path: Any,
+) -> None:
     async def main() -> None:
         async with notes_toolset(tmp_path / "l.jsonl", name="here") as ts:
             model = ScriptedModel([use_tools(("add", {"a": 1, "b": 2})), "3"])

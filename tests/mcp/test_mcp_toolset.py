@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import PYTHON, SERVERS, Served, notes_toolset
+from mcp_helpers import PYTHON, SERVERS, Served, notes_toolset
 
 from agentloops import ConfigurationError, ReActLoop, ToolRegistry, tool
 from agentloops.mcp import MCPConnectionError, MCPTool, MCPToolset

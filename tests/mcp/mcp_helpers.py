@@ -1,18 +1,26 @@
-"""What the MCP tests share: where the real servers are, how to open one, free ports.
+"""What the MCP tests share: where the real servers are, how to open one, free ports, and
+the fixtures `notes` and `notes_http` (a test module imports the ones it uses).
 
-(Imported as `mcp_helpers`: a name of its own, since `conftest` names several modules.)
+Real servers run as subprocesses over stdio, or over streamable HTTP on 127.0.0.1 at a free
+port. A module shares one server where its tests allow it (each start costs about a
+second here). There is no conftest.py here: `from conftest import ...` in tests/ must keep
+finding tests/conftest.py, and this module's name is its own.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from agentloops.mcp import MCPToolset
 
@@ -66,3 +74,32 @@ def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = 
         except OSError:
             time.sleep(0.05)
     raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout} s")
+
+
+@pytest.fixture(scope="module")
+def notes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """One notes server per test module, opened with `with` (its own event loop thread).
+    Its `wait` tool gives up after 1 s, for the hung-server tests."""
+    ledger = tmp_path_factory.mktemp("notes") / "ledger.jsonl"
+    with notes_toolset(ledger, timeout={"wait": 1.0}) as toolset:
+        yield Served(toolset, ledger)
+
+
+@pytest.fixture(scope="module")
+def notes_http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HTTPServer]:
+    """The notes server over streamable HTTP on 127.0.0.1, for a module."""
+    ledger = tmp_path_factory.mktemp("notes-http") / "ledger.jsonl"
+    port = free_port()
+    env = {**os.environ, "NOTES_LEDGER": str(ledger)}
+    process = subprocess.Popen(
+        [PYTHON, str(NOTES), "--http", str(port), "--name", "notes-http"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port(port, process)
+        yield HTTPServer(f"http://127.0.0.1:{port}/mcp", process, ledger)
+    finally:
+        process.terminate()
+        process.wait(timeout=10)

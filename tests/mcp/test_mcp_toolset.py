@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from mcp_helpers import PYTHON, SERVERS, Served, notes_toolset
+from mcp_helpers import PYTHON, SERVERS, Served, notes, notes_toolset  # noqa: F401
 
 from agentloops import ConfigurationError, ReActLoop, ToolRegistry, tool
 from agentloops.mcp import MCPConnectionError, MCPTool, MCPToolset
@@ -103,6 +103,15 @@ def test_results_join_text_show_structured_content_and_name_other_blocks(notes: 
     )
     stats = registry.call("stats", {})
     assert stats.content.replace(" ", "").replace("\n", "") == '{"notes":0,"tags":0}'
+
+
+def test_an_over_long_answer_is_cut_like_any_tools_output(notes: Served) -> None:
+    outcome = ToolRegistry([notes.toolset], max_output_chars=300).call(
+        "repeat", {"text": "ab", "times": 1000}
+    )
+    assert outcome.is_error and len(outcome.content) <= 300
+    assert outcome.content.startswith("abab") and outcome.content.endswith("abab")
+    assert "[... output too long: " in outcome.content
 
 
 def test_a_failing_tool_is_an_error_result_with_the_servers_words(notes: Served) -> None:

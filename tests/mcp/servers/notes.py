@@ -136,6 +136,11 @@ def build(name: str) -> Notes:
         return (ctx.headers or {}).get(name.lower(), "(none)")
 
     @app.tool(annotations=READ_ONLY)
+    def repeat(text: str, times: int) -> str:
+        """The text, many times (a long output)."""
+        return text * times
+
+    @app.tool(annotations=READ_ONLY)
     def pid() -> int:
         """This server's process id."""
         return os.getpid()

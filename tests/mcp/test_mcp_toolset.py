@@ -5,12 +5,21 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from mcp_helpers import PYTHON, SERVERS, Served, notes, notes_toolset  # noqa: F401
+from mcp_helpers import (  # noqa: F401
+    PYTHON,
+    SERVERS,
+    Served,
+    free_port,
+    notes,
+    notes_toolset,
+    wait_for_port,
+)
 
 from agentloops import ConfigurationError, ReActLoop, ToolRegistry, tool
 from agentloops.mcp import MCPConnectionError, MCPTool, MCPToolset
@@ -120,6 +129,15 @@ def test_a_failing_tool_is_an_error_result_with_the_servers_words(notes: Served)
     assert outcome.content == "Error executing tool fail: failed on purpose: no disk"
 
 
+def test_a_protocol_error_is_an_error_result_naming_the_server(notes: Served) -> None:
+    outcome = ToolRegistry([notes.toolset]).call("refused", {})
+    assert outcome.is_error
+    assert outcome.content == (
+        "MCP server 'notes', tool 'refused': the server refused the call: "
+        "refused: this server is read-only today"
+    )
+
+
 def test_a_garbage_answer_is_an_error_result_naming_the_server(notes: Served) -> None:
     outcome = ToolRegistry([notes.toolset]).call("garbage", {})
     assert outcome.is_error
@@ -163,6 +181,35 @@ def test_a_server_killed_mid_call_is_an_error_result_and_so_is_every_later_call(
         later = registry.call("add", {"a": 1, "b": 2})
         assert later.is_error and later.content.startswith("MCP server 'notes', tool 'add': ")
     assert not toolset.is_open  # closing a dead server's toolset does not raise
+
+
+def test_an_http_server_that_dies_loses_the_session_and_later_calls_are_not_made() -> None:
+    port = free_port()
+    server = subprocess.Popen(
+        [PYTHON, str(SERVERS / "notes.py"), "--http", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port(port, server)
+        with MCPToolset.http(f"http://127.0.0.1:{port}/mcp", timeout=5) as toolset:
+            registry = ToolRegistry([toolset])
+            assert registry.call("add", {"a": 1, "b": 2}).content == "3"
+            server.kill()
+            server.wait()
+            outcomes = [registry.call("add", {"a": 1, "b": 2})]
+            deadline = time.monotonic() + 10
+            while "not called" not in outcomes[-1].content and time.monotonic() < deadline:
+                time.sleep(0.1)
+                outcomes.append(registry.call("add", {"a": 1, "b": 2}))
+            assert all(o.is_error for o in outcomes)
+            assert all(o.content.startswith("MCP server 'notes', tool 'add': ") for o in outcomes)
+            assert outcomes[-1].content.startswith(
+                "MCP server 'notes', tool 'add': not called, the connection was lost: "
+            )
+    finally:
+        server.kill()
+        server.wait()
 
 
 def test_a_toolset_that_is_not_open_has_no_tools_and_its_tools_say_so(tmp_path: Path) -> None:

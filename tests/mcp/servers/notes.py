@@ -21,6 +21,7 @@ import anyio
 from mcp import types
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel
 
@@ -35,9 +36,13 @@ class Filter(BaseModel):
 
 
 async def garbled(ctx: Any, call_next: Any) -> Any:
-    """Middleware: a call of the tool `garbage` is answered with a malformed result."""
-    if ctx.method == "tools/call" and (ctx.params or {}).get("name") == "garbage":
+    """Middleware: a call of the tool `garbage` is answered with a malformed result, and one
+    of `refused` with a protocol error."""
+    name = (ctx.params or {}).get("name") if ctx.method == "tools/call" else None
+    if name == "garbage":
         return {"content": "not a list of blocks", "isError": "perhaps"}
+    if name == "refused":
+        raise MCPError(code=-32602, message="refused: this server is read-only today")
     return await call_next(ctx)
 
 
@@ -160,6 +165,11 @@ def build(name: str) -> Notes:
     def stats() -> dict[str, int]:
         """Counts, as structured content."""
         return {"notes": len(notes), "tags": 0}
+
+    @app.tool(annotations=READ_ONLY)
+    def refused() -> str:
+        """Answered by the middleware `garbled` with a protocol error."""
+        return "never sent"
 
     @app.tool(annotations=READ_ONLY)
     def garbage() -> str:

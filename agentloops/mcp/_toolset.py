@@ -15,7 +15,7 @@ from collections.abc import Collection, Mapping, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, NoReturn, TypedDict
 
 import pydantic
 from mcp import types
@@ -100,7 +100,6 @@ class MCPToolset:
         self.on_doubt = on_doubt
         self.connect_timeout = connect_timeout
         self._tools: tuple[MCPTool, ...] = ()
-        self._by_server_name: dict[str, MCPTool] = {}
         self._revision = 0
         self._home: Home | None = None
         self._session: Session | None = None
@@ -188,13 +187,17 @@ class MCPToolset:
     def __enter__(self) -> MCPToolset:
         self._check_closed()
         home = Home.on_thread(self.name)
-        session = self._start(home)
+        try:
+            session = self._start(home)
+        except BaseException:  # opened meanwhile by another thread
+            home.close()
+            raise
         try:
             home.wait(session.open(self.connect_timeout))
         except BaseException as exc:
             self._closed()
             home.close()
-            raise self._failed_to_open(exc) from exc
+            self._raise_failed(exc)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -214,7 +217,7 @@ class MCPToolset:
             await session.open(self.connect_timeout)
         except BaseException as exc:
             self._closed()
-            raise self._failed_to_open(exc) from exc
+            self._raise_failed(exc)
         return self
 
     async def __aexit__(
@@ -242,18 +245,20 @@ class MCPToolset:
 
     def _closed(self) -> None:
         self._home = None
-        self._tools, self._by_server_name = (), {}
+        self._tools = ()
         self._revision += 1
 
-    def _failed_to_open(self, exc: BaseException) -> BaseException:
-        if isinstance(exc, ConfigurationError | KeyboardInterrupt | SystemExit):
-            return exc
+    def _raise_failed(self, exc: BaseException) -> NoReturn:
+        """Raise why opening failed: a setting's mistake or a cancellation as they are,
+        anything else as an `MCPConnectionError` naming the server."""
+        if isinstance(exc, ConfigurationError) or not isinstance(exc, Exception):
+            raise exc
         if isinstance(exc, TimeoutError):
             why = f"no handshake within connect_timeout={self.connect_timeout} s"
         else:
             why = f"{type(exc).__name__}: {exc}"
         where = f" ({self._where})" if self._where != self.name else ""
-        return MCPConnectionError(f"{self.source}{where} could not be opened: {why}")
+        raise MCPConnectionError(f"{self.source}{where} could not be opened: {why}") from exc
 
     # -- listings ---------------------------------------------------------------------------
 
@@ -278,7 +283,6 @@ class MCPToolset:
                 timeout=per_tool(self.timeout, item.name, DEFAULT_TIMEOUT),
                 on_doubt=per_tool(self.on_doubt, item.name, None),
             )
-        self._by_server_name = {t.server_name: t for t in tools.values()}
         self._tools = tuple(tools.values())
         self._revision += 1
 

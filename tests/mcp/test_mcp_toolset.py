@@ -3,6 +3,7 @@ and every way a server can fail a call (refuse, die mid-call, hang, answer garba
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -296,6 +297,17 @@ def test_a_server_that_does_not_start_is_an_mcp_connection_error(args: list[str]
     with pytest.raises(MCPConnectionError, match="MCP server 'broken' .*" + why):
         toolset.__enter__()
     assert not toolset.is_open and toolset.tools() == ()
+
+
+def test_cancelling_an_async_open_cancels_it_and_leaves_the_toolset_closed() -> None:
+    silent = MCPToolset.stdio(PYTHON, ["-c", "import sys; sys.stdin.read()"], name="silent")
+
+    async def opened_with_a_deadline() -> None:
+        await asyncio.wait_for(silent.__aenter__(), 0.5)
+
+    with pytest.raises(asyncio.TimeoutError):  # the cancellation, not an MCPConnectionError
+        asyncio.run(opened_with_a_deadline())
+    assert not silent.is_open and silent.tools() == ()
 
 
 def test_a_command_that_does_not_exist_is_an_mcp_connection_error() -> None:

@@ -464,7 +464,7 @@ class ToolRegistry:
         seen = tuple(ts.revision for ts in self._toolsets)
         if seen == self._seen:
             return
-        tools, owners = dict(self._own), dict.fromkeys(self._own, "registered directly")
+        tools, owners = dict(self._own), dict.fromkeys(self._own, "a tool registered directly")
         for ts in self._toolsets:
             for t in ts.tools():
                 if t.name in tools:

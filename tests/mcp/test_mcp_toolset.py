@@ -240,7 +240,10 @@ def test_two_servers_with_the_same_tools_clash_unless_one_has_a_prefix(notes: Se
         def add(a: int, b: int) -> int:
             return a - b
 
-        with pytest.raises(ConfigurationError, match="'add' is offered by registered directly"):
+        with pytest.raises(
+            ConfigurationError,
+            match="'add' is offered by a tool registered directly and by MCP server 'other'",
+        ):
             ToolRegistry([add, other])
     with MCPToolset.stdio(PYTHON, [str(SERVERS / "notes.py")], prefix="o") as prefixed:
         registry = ToolRegistry([notes.toolset, prefixed])

@@ -7,6 +7,9 @@
 
 Needs the `mcp` extra (`pip install 'agentloops-kit[mcp]'`): the official SDK, `mcp` 2.x.
 `import agentloops` never imports this package. See docs/mcp.md.
+
+Rule: the public names only; `import agentloops` never imports this package, and nothing
+below the kits imports it.
 """
 
 from __future__ import annotations

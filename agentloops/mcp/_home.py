@@ -5,6 +5,8 @@ The SDK's session is bound to the event loop it was opened on. A toolset opened 
 caller's); one opened with `async with` keeps it on the caller's loop. Every call, from any
 thread or loop, reaches the session through `Home.wait` (blocking) or `Home.reach`
 (awaiting), never by touching it from the wrong loop.
+
+Rule: event loops and threads only: nothing of MCP, of tools or of agentloops.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ Text blocks are joined; structured content is shown as JSON text when no text bl
 carries it (the spec asks servers to mirror it in text, which is then shown as sent);
 images, audio and resources are named with their type and size, never dropped silently.
 `isError` makes the outcome an error the model sees.
+
+Rule: the SDK's result types in, text out; no calls, no tools.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ The problems come out as a `pydantic.ValidationError`, the same error our own to
 so the registry words them the same way for the model (`"b.c: should be of type 'string'
 (got 3)"`) and ReWOO's plan check can treat placeholders as opaque. The validator is the
 `jsonschema` package the MCP SDK already depends on, imported when a toolset lists tools.
+
+Rule: JSON Schema and pydantic's error shape only; no tools, no MCP.
 """
 
 from __future__ import annotations

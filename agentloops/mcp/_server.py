@@ -5,6 +5,9 @@ and called through `ToolRegistry.acall`, so validation, timeouts, output caps an
 results work as in our loops; the key a client sends in `_meta["agentloops/idempotency-key"]`
 becomes the call's `idempotency_key()`. A loop (anything with `arun(task)`) is one tool:
 its task in, its answer out; a run that does not answer is an error result saying why.
+
+Rule: the server side knows tools and the SDK's server; a loop only as something with
+`arun`, never a loop class.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from mcp import types
 from mcp.server.lowlevel import Server
 
 from agentloops.errors import ConfigurationError
-from agentloops.tools import Tool, ToolOutcome, ToolRegistry, with_call_key
+from agentloops.messages import ToolOutcome
+from agentloops.tools import Tool, ToolRegistry, with_call_key
 
 from ._session import KEY_META
 

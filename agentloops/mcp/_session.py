@@ -6,6 +6,8 @@ them when the server says they changed (`notifications/tools/list_changed`, or a
 `subscriptions/listen` stream where the protocol has one), calls a tool with a deadline
 and a `_meta`, and closes it in the task that opened it, as anyio requires. It knows
 nothing of agentloops' tools: its listings go to `on_listing`.
+
+Rule: the SDK's client and its protocol; no `Tool`, registry, loop or driver.
 """
 
 from __future__ import annotations

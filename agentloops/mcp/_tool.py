@@ -4,6 +4,9 @@ Its schema and description are the server's, as listed; its arguments are checke
 that schema before the call; its annotations set the defaults for read-only, approval and
 calls in doubt. Calling it goes through its toolset's session (`Caller`), from a thread
 (`fn`) or from the event loop (`async_fn`), and always ends in a `ToolOutcome`.
+
+Rule: a tool knows its listing, its settings and its `Caller`; never the session or how a
+call reaches it.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ from typing import Any, Protocol, Union
 import pydantic
 from mcp import types
 
-from agentloops.tools import DoubtPolicy, Tool, ToolOutcome, idempotency_key
+from agentloops.messages import ToolOutcome
+from agentloops.tools import DoubtPolicy, Tool, idempotency_key
 
 from . import _schema
 

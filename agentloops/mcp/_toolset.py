@@ -4,6 +4,9 @@ It owns the connection while open (`with` or `async with`), turns each listing i
 `MCPTool`s (bumping `revision`, which the registry watches), and turns every way a call
 can end into a `ToolOutcome`: the server's result, or an error naming the server when it
 refused, died, hung past the deadline or answered something unreadable.
+
+Rule: the public toolset knows tools, errors and its session; never a loop, a driver or
+a store.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from mcp import types
 from mcp.shared.exceptions import MCPError
 
 from agentloops.errors import AgentLoopsError, ConfigurationError
-from agentloops.tools import ToolOutcome
+from agentloops.messages import ToolOutcome
 
 from . import _results
 from ._home import Home, WrongLoop

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mcp_helpers import PYTHON
+from _mcp_helpers import PYTHON
 
 AGENT = str(Path(__file__).parent / "_durable_agent.py")
 

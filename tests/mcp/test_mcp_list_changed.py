@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from mcp_helpers import notes_toolset
+from _mcp_helpers import notes_toolset
 
 from agentloops import ReActLoop
 from agentloops.mcp import MCPToolset

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from mcp_helpers import HTTPServer, Served, notes, notes_http, notes_toolset  # noqa: F401
+from _mcp_helpers import HTTPServer, Served, notes_toolset
 
 from agentloops import (
     PlanAndExecute,

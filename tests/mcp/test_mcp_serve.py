@@ -9,8 +9,8 @@ import subprocess
 from collections.abc import Iterator
 
 import pytest
+from _mcp_helpers import PYTHON, SERVERS, free_port, wait_for_port
 from mcp import Client
-from mcp_helpers import PYTHON, SERVERS, free_port, wait_for_port
 
 from agentloops import ConfigurationError, ReActLoop, ToolRegistry, tool
 from agentloops.engine.effects import call_key

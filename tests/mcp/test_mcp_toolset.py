@@ -12,12 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
-from mcp_helpers import (  # noqa: F401
+from _mcp_helpers import (
     PYTHON,
     SERVERS,
     Served,
     free_port,
-    notes,
     notes_toolset,
     wait_for_port,
 )

@@ -11,10 +11,10 @@ import pytest
 from mcp import types
 
 from agentloops import ToolOutcome, ToolRegistry
+from agentloops._validation import field_errors
 from agentloops.mcp import MCPTool
 from agentloops.mcp._results import rendered
 from agentloops.mcp._schema import validator
-from agentloops.tools import field_errors
 
 READ_ONLY = types.ToolAnnotations(read_only_hint=True)
 DESTRUCTIVE = types.ToolAnnotations(destructive_hint=True)

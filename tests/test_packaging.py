@@ -66,6 +66,7 @@ def test_the_core_needs_pydantic_and_httpx_only_and_sdks_are_extras(wheel: Path)
     # `openai`, the old name of `sse` (it never installed the OpenAI SDK), installs the same
     # (hatchling writes the self-reference out as the packages themselves)
     assert extra("openai") == ["httpx-sse"]
+    assert extra("mcp") == ["mcp"]
     assert {"anthropic", "sse", "openai", "examples", "chart", "dev"} <= set(
         fields["Provides-Extra"]
     )

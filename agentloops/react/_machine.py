@@ -169,7 +169,14 @@ def steps(loop: Settings, run: Run, observed: bool) -> Machine[ReActResult]:
     totals, messages, run_id, model = run.totals, run.messages, run.run_id, loop.model
     budget, per_turn, tools = loop.max_total_tokens, loop.max_calls_per_turn, loop.tools
     next_tool = NextTool(LOOP, run_id)  # the same ask every step: built once
+    dynamic = tools.dynamic  # a toolset's tools may change between model calls
+    seen = tools.revision
     while True:
+        if dynamic and tools.revision != seen:
+            seen = tools.revision
+            request = ModelRequest(
+                loop.system, messages, tools=tools.specs(), max_tokens=loop.max_tokens
+            )
         if run.steps >= loop.max_steps:
             return (yield from _at_limit(loop, run, request))
         if budget is not None and totals.total_tokens >= budget:

@@ -17,8 +17,17 @@ import importlib
 import re
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Generic, Literal, Union, overload
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Generic,
+    Literal,
+    Protocol,
+    Union,
+    overload,
+    runtime_checkable,
+)
 
 import pydantic
 
@@ -127,6 +136,9 @@ class Tool(Generic[P, R]):
         idempotency key, ask a human, or fail the run. Default: "rerun" for a read-only
         tool that never needs approval, "ask" for any other."""
         self.is_async = is_async(fn)
+        self.async_fn: Callable[..., Coroutine[Any, Any, Any]] | None = None
+        """An async twin of a sync `fn`, which `acall` awaits instead of running `fn` on a
+        thread (a tool whose work lives on an event loop, as an MCP session does)."""
         self.input_schema: dict[str, Any] = args_model.model_json_schema()
         self.input_schema.pop("title", None)
         self.__module__ = getattr(fn, "__module__", __name__)
@@ -349,11 +361,33 @@ def _copied(args: dict[str, Any]) -> dict[str, Any]:
     return args
 
 
+@runtime_checkable
+class Toolset(Protocol):
+    """Tools from elsewhere (an MCP server) whose set may change while a loop runs.
+
+    A registry re-reads `tools()` whenever `revision` changed since it last looked.
+    """
+
+    @property
+    def source(self) -> str:
+        """Where the tools come from, for messages ("MCP server 'files'")."""
+        ...
+
+    @property
+    def revision(self) -> int:
+        """Changes whenever `tools()` would answer differently."""
+        ...
+
+    def tools(self) -> Sequence[Tool]: ...
+
+
 class ToolRegistry:
     """The tools a loop may call, by name.
 
     Args:
-        tools: `Tool`s or plain typed functions (wrapped with `Tool.from_function`).
+        tools: `Tool`s, plain typed functions (wrapped with `Tool.from_function`), and
+            toolsets (an `agentloops.mcp.MCPToolset`), whose tools are re-read whenever
+            they change; a name two of them share is a `ConfigurationError` naming both.
         max_output_chars: longer outputs (and error texts) are cut to head and tail with
             a marker and returned as an error, so the model narrows its request.
         max_abandoned_threads: per tool, how many timed-out calls may still be running on
@@ -363,7 +397,7 @@ class ToolRegistry:
 
     def __init__(
         self,
-        tools: Iterable[Tool | Callable[..., Any]] = (),
+        tools: Iterable[Tool | Callable[..., Any] | Toolset] = (),
         *,
         max_output_chars: int = 50_000,
         max_abandoned_threads: int = 4,
@@ -377,27 +411,76 @@ class ToolRegistry:
         self.max_output_chars = max_output_chars
         self.max_abandoned_threads = max_abandoned_threads
         self._tools: dict[str, Tool] = {}
+        self._own = self._tools  # the tools registered one by one (all of them, no toolset)
+        self._toolsets: list[Toolset] = []
+        self._seen: tuple[int, ...] | None = ()
+        self._revision = 0
         self._specs: list[ToolSpec] | None = None
         self._asking: frozenset[str] | None = None
         for t in tools:
-            self.register(t)
+            if isinstance(t, Toolset) and not isinstance(t, Tool):
+                self.add_toolset(t)
+            else:
+                self.register(t)
 
     def register(self, t: Tool | Callable[..., Any]) -> Tool:
         """Add a tool; a second tool with the same name is a `ConfigurationError`."""
         if not isinstance(t, Tool):
             if not callable(t):
-                raise ConfigurationError(f"not a tool or a function: {t!r}")
+                raise ConfigurationError(f"not a tool, a function or a toolset: {t!r}")
             t = Tool.from_function(t)
-        if t.name in self._tools:
+        if t.name in self._own or (self._toolsets and t.name in self):
             raise ConfigurationError(f"duplicate tool name {t.name!r}")
-        self._tools[t.name] = t
+        self._own[t.name] = t
+        self._seen = None  # with toolsets, `_tools` is a merged copy: merge again
+        self._changed()
+        return t
+
+    def add_toolset(self, toolset: Toolset) -> None:
+        """Add a toolset: its tools are read now, and again whenever they change."""
+        self._toolsets.append(toolset)
+        self._seen = None
+        self._current()
+
+    @property
+    def dynamic(self) -> bool:
+        """Whether the tools may change while a loop runs (the registry has a toolset)."""
+        return bool(self._toolsets)
+
+    @property
+    def revision(self) -> int:
+        """Changes whenever the tools change: one registered, a toolset's re-listed."""
+        if self._toolsets:
+            self._current()
+        return self._revision
+
+    def _changed(self) -> None:
+        self._revision += 1
         self._specs = None
         self._asking = None
-        return t
+
+    def _current(self) -> None:
+        """Re-read the toolsets if any changed since the last look."""
+        seen = tuple(ts.revision for ts in self._toolsets)
+        if seen == self._seen:
+            return
+        tools, owners = dict(self._own), dict.fromkeys(self._own, "a tool registered directly")
+        for ts in self._toolsets:
+            for t in ts.tools():
+                if t.name in tools:
+                    raise ConfigurationError(
+                        f"tool name {t.name!r} is offered by {owners[t.name]} and by "
+                        f"{ts.source}; give one of them a prefix"
+                    )
+                tools[t.name], owners[t.name] = t, ts.source
+        self._tools, self._seen = tools, seen
+        self._changed()
 
     @property
     def asking(self) -> frozenset[str]:
         """The names of the tools whose `requires_approval` is not plain False."""
+        if self._toolsets:
+            self._current()
         if self._asking is None:
             self._asking = frozenset(
                 t.name for t in self._tools.values() if t.requires_approval is not False
@@ -406,24 +489,36 @@ class ToolRegistry:
 
     def specs(self) -> list[ToolSpec]:
         """What the model is told about every tool, in registration order."""
+        if self._toolsets:
+            self._current()
         if self._specs is None:
             self._specs = [t.spec() for t in self._tools.values()]
         return self._specs
 
     def get(self, name: str) -> Tool | None:
+        if self._toolsets:
+            self._current()
         return self._tools.get(name)
 
     @property
     def names(self) -> list[str]:
+        if self._toolsets:
+            self._current()
         return list(self._tools)
 
     def __contains__(self, name: object) -> bool:
+        if self._toolsets:
+            self._current()
         return name in self._tools
 
     def __iter__(self) -> Iterator[Tool]:
+        if self._toolsets:
+            self._current()
         return iter(self._tools.values())
 
     def __len__(self) -> int:
+        if self._toolsets:
+            self._current()
         return len(self._tools)
 
     def call(self, name: str, args: dict[str, Any]) -> ToolOutcome:
@@ -466,6 +561,8 @@ class ToolRegistry:
         try:
             if t.is_async:
                 value = await t._runtime.arun(t.fn, kwargs, t.timeout)
+            elif t.async_fn is not None:
+                value = await t._runtime.arun(t.async_fn, kwargs, t.timeout)
             else:
                 value = await t._runtime.arun_in_thread(t.fn, kwargs, t.timeout)
         except Exception as exc:
@@ -478,6 +575,8 @@ class ToolRegistry:
         self, name: str, args: dict[str, Any], start: float
     ) -> tuple[Tool, dict[str, Any]] | ToolOutcome:
         """The tool and its own copy of validated arguments, or the error outcome."""
+        if self._toolsets:
+            self._current()
         t = self._tools.get(name)
         if t is None:
             known = ", ".join(self._tools) or "(none)"
@@ -515,6 +614,10 @@ class ToolRegistry:
         return self._error(f"{t.name!r} failed: {describe(exc, self.max_output_chars)}", start)
 
     def _finished(self, t: Tool, value: Any, start: float) -> ToolOutcome:
+        if type(value) is ToolOutcome:  # the tool says itself whether it failed
+            if len(value.content) > self.max_output_chars:
+                return self._error(value.content, start)
+            return _outcome(value.content, value.is_error, time.perf_counter() - start)
         try:
             text = to_text(value)
         except Exception as exc:

@@ -34,7 +34,6 @@ from agentloops.engine.effects import (
     Machine,
     NextTool,
     R,
-    Save,
     StartTool,
     call_key,
 )
@@ -122,8 +121,6 @@ class _Replay:
             return (yield from self._next(effect, pending, write))  # type: ignore[arg-type]
         if kind is Decide:
             return (yield from self._decide(effect, pending, write))  # type: ignore[arg-type]
-        if kind is Save:
-            return None  # the journal holds everything a checkpoint would
         if kind is Emit and self.replaying:
             return None  # what is replayed happened before: its events were sent then
         return (yield effect)

@@ -46,10 +46,6 @@ TOOLS = textwrap.dedent(
         return [pay, charge]
     """
 )
-pytestmark = pytest.mark.xfail(
-    strict=True, reason="a checkpointer has no lease: both processes run the tool (issue 18)"
-)
-
 _namespace: dict[str, Any] = {}
 exec(TOOLS, _namespace)  # the same tools run here and in the children
 

@@ -7,7 +7,7 @@
     ├── ModelOutputError            structured output still invalid after retries (`.raw`)
     ├── TranscriptError             a transcript the provider would reject
     ├── PlanValidationError         a plan that must not run (`.problems`)
-    ├── CheckpointError             a saved run that cannot be loaded (`.run_id`)
+    ├── CheckpointError             a stored run this loop cannot resume (`.run_id`)
     ├── RecordWriteError            a JSONL record could not be written (`.path`; an OSError)
     ├── StoreError                  the run store failed or refused a write (`.run_id`)
     │   ├── RunNotFound             no run with that id
@@ -171,7 +171,9 @@ class PlanValidationError(AgentLoopsError):
 
 
 class CheckpointError(AgentLoopsError):
-    """A saved run that cannot be loaded: unknown, corrupted, or from a newer schema."""
+    """A stored run this loop cannot resume: another loop's, journaled by a newer
+    agentloops, or a journal that does not match the loop (its settings, prompts or tools
+    changed, or a record was altered)."""
 
     def __init__(self, message: str, *, run_id: str):
         super().__init__(message)

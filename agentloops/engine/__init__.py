@@ -19,6 +19,6 @@ Examples:
     >>> result.answer, result.stop_reason
     ('Hello.', 'answered')
 
-Rule: the engine knows the vocabulary, tools and the stores (the run store, checkpoints),
-and no loop: the loops import it.
+Rule: the engine knows the vocabulary, tools and the run stores, and no loop: the loops
+import it.
 """

@@ -1,12 +1,11 @@
-"""What both drivers share: the events they make around the effects they perform, and
-the plain effects they perform alike.
+"""What both drivers share: the events they make around the effects they perform.
 
-Rule: no I/O and no decision: it builds events and performs the plain effects.
+Rule: no I/O and no decision: it builds events.
 """
 
 from __future__ import annotations
 
-from agentloops.engine.effects import CallModel, Save, StartTool
+from agentloops.engine.effects import CallModel, StartTool
 from agentloops.events import ModelCallFinished, ModelCallStarted, ToolCallFinished, ToolCallStarted
 from agentloops.messages import ToolOutcome
 from agentloops.model import ModelResponse
@@ -50,11 +49,3 @@ def lost(exc: BaseException) -> ToolOutcome:
     """The outcome of a step an executor failed to run (its failure, not the run's)."""
     text = f"the executor could not run this step: {type(exc).__name__}: {exc}"
     return ToolOutcome(content=text, is_error=True)
-
-
-def save(effect: Save) -> None:
-    """Perform a `Save`: store the state, or delete it when it is `None`."""
-    if effect.state is None:
-        effect.store.delete(effect.run_id)
-    else:
-        effect.store.save(effect.run_id, effect.state)

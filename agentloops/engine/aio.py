@@ -28,7 +28,6 @@ from agentloops.engine.effects import (
     Machine,
     NextTool,
     R,
-    Save,
     StartTool,
 )
 from agentloops.engine.host import ToolHost
@@ -99,8 +98,6 @@ async def drive(
                     yield effect.event  # type: ignore[union-attr]
                 elif kind is Journal:
                     await asyncio.to_thread(effect.write, effect.entries, effect.status)  # type: ignore[union-attr]
-                elif kind is Save:
-                    await asyncio.to_thread(_events.save, effect)  # type: ignore[arg-type]
                 elif kind is not Decide:  # Decide: nobody to ask in a plain run
                     raise TypeError(f"not an effect: {effect!r}")
             except Exception as exc:  # the machine decides: attach its partial result, raise

@@ -34,7 +34,6 @@ from agentloops.engine.effects import (
     Machine,
     NextTool,
     R,
-    Save,
     StartTool,
     call_key,
 )
@@ -106,11 +105,10 @@ class _Replay:
         """Replayed calls the machine started, waiting for its `NextTool` (journal order)."""
         self.keys: dict[str, tuple[str, str]] = {}
         """Call id -> (call key, tool name) of the calls whose outcome is to be recorded."""
+        self.resumed = bool(past)
         self.live = False
-
-    @property
-    def replaying(self) -> bool:
-        return bool(self.models) or bool(self.finished) or bool(self.ready)
+        """Whether this session went past where the earlier ones stopped: it made a call of
+        its own (a model's or a tool's), or a call in doubt was declined."""
 
     def perform(self, effect: Effect, pending: list[Entry], write: Write) -> Machine[Any]:
         kind = type(effect)
@@ -122,10 +120,10 @@ class _Replay:
             return (yield from self._next(effect, pending, write))  # type: ignore[arg-type]
         if kind is Decide:
             return (yield from self._decide(effect, pending, write))  # type: ignore[arg-type]
-        if kind is Save:
-            return None  # the journal holds everything a checkpoint would
-        if kind is Emit and self.replaying:
-            return None  # what is replayed happened before: its events were sent then
+        if kind is Emit and self.resumed and not self.live:
+            # Until it goes past where the earlier sessions stopped, a resumed run goes where
+            # they went (the machine is deterministic), and they sent these events.
+            return None
         return (yield effect)
 
     def _model(self, effect: CallModel, pending: list[Entry], write: Write) -> Machine[Any]:
@@ -183,6 +181,7 @@ class _Replay:
         declined = ToolOutcome(content=_DECLINED, is_error=True)
         self.ready.append((0, call.id, declined))
         self.keys[call.id] = (key, call.name)
+        self.live = True  # the session that started it stopped during it: what follows is new
         return False
 
     def _next(self, effect: NextTool, pending: list[Entry], write: Write) -> Machine[Any]:

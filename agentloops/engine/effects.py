@@ -13,7 +13,6 @@ journal of them.
 | `StartTool` | starts the call (queued: a lone call runs inline)  | `None`                       |
 | `NextTool`  | waits for a started call to finish                 | `(call_id, ToolOutcome)`     |
 | `Decide`    | looks for human decisions on the calls            | `{call_id: bool}`, or `None` |
-| `Save`      | stores a checkpoint                               | `None`                       |
 | `Journal`   | appends records to a durable run's journal        | `None`                       |
 | `Emit`      | hands the event to the sink                       | `None`                       |
 
@@ -30,7 +29,6 @@ from agentloops.messages import ToolCall
 from agentloops.model import ModelClient, ModelRequest, ModelResponse
 
 if TYPE_CHECKING:
-    from agentloops.checkpoint import Checkpointer
     from agentloops.events import Event
     from agentloops.usage import Price
 
@@ -99,16 +97,6 @@ class Decide:
 
 
 @dataclass(slots=True)
-class Save:
-    """Store `state` for `run_id` in `store` (a Plan-and-Execute checkpoint); `None`
-    deletes what is stored."""
-
-    store: Checkpointer
-    run_id: str
-    state: dict[str, Any] | None
-
-
-@dataclass(slots=True)
 class Journal:
     """Append `entries` (`(kind, data)` or `(kind, data, key)`) to a durable run's journal
     through `write`, and set its status when `status` is given. Only the durable wrapper
@@ -126,7 +114,7 @@ class Emit:
     event: Event
 
 
-Effect = CallModel | StartTool | NextTool | Decide | Save | Journal | Emit
+Effect = CallModel | StartTool | NextTool | Decide | Journal | Emit
 
 Machine = Generator[Effect, Any, R]
 """A step machine that returns `R` (a run's result) when it is done."""

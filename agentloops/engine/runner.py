@@ -48,11 +48,14 @@ class Runner(Generic[R]):
 
     Args:
         kind: the loop's name, stored with each durable run (`RunInfo.kind`).
-        store: a `RunStore` to journal runs in, or `None` for plain runs.
+        store: a `RunStore` to journal runs in, or `None` for plain runs
+            (`ConfigurationError` for anything else).
         lease_ttl: seconds a durable run's lease lasts without renewal.
         meter: makes each run's `Meter` (its cost, `max_cost` and deadline) when the loop
             prices its calls or limits them (`engine.meter.meter_for`); `None`: runs are
             not metered at all.
+        forget_finished: delete each run from `store` when it finishes (a loop's private
+            store, which keeps only what can still be resumed).
 
     It holds no reference to its loop (a copied or pickled loop gets a runner of its own):
     each call is given what it needs, the `ToolHost` a run's tool calls go to included.
@@ -66,9 +69,15 @@ class Runner(Generic[R]):
         store: RunStore | None,
         lease_ttl: float,
         meter: Callable[[], Meter] | None = None,
+        *,
+        forget_finished: bool = False,
     ):
         self.kind = kind
-        self.durability = session.Durability(store, lease_ttl) if store is not None else None
+        self.durability = (
+            None
+            if store is None
+            else session.Durability(session.check_store(store), lease_ttl, forget_finished)
+        )
         self.meter = meter
 
     # -- openings --------------------------------------------------------------------
@@ -116,8 +125,8 @@ class Runner(Generic[R]):
         return opening
 
     def local(self, build: Callable[[bool], Machine[R]]) -> Opening[R]:
-        """A run resumed from what the caller holds (a paused result, a checkpoint), with
-        no store: `build(observed)` makes its machine."""
+        """A run resumed from what the caller holds (a paused result), with no store:
+        `build(observed)` makes its machine."""
 
         def opening(observed: bool) -> tuple[Opener, Make[R]]:
             machine = build(observed)

@@ -32,6 +32,30 @@ class Durability:
 
     store: RunStore
     lease_ttl: float = 30.0
+    forget_finished: bool = False
+    """Delete a run from the store once it finishes: a loop's private store keeps only
+    the runs that can still be resumed (paused, failed, interrupted)."""
+
+
+def check_store(store: object, argument: str = "store") -> RunStore:
+    """`store` as a `RunStore`, or a `ConfigurationError` saying what to give instead (an
+    object with only `save`/`load`/`delete` follows the old checkpointer protocol)."""
+    if isinstance(store, RunStore):
+        return store
+    name = type(store).__name__
+    if all(callable(getattr(store, m, None)) for m in ("save", "load", "delete")):
+        raise ConfigurationError(
+            f"{argument}= takes a RunStore, and {name} has only save/load/delete: the old "
+            "Checkpointer protocol, which kept one whole state per run with no lease (two "
+            "processes could both run a tool). Give MemoryCheckpointer() or "
+            "SQLiteCheckpointer(path) (names of MemoryStore and SQLiteStore), a "
+            "PostgresStore, or a class of your own implementing RunStore "
+            "(docs/durability.md#the-protocol); docs/checkpoints.md says how to move"
+        )
+    raise ConfigurationError(
+        f"{argument}= takes a RunStore (MemoryStore, SQLiteStore, PostgresStore, or your "
+        f"own implementing the protocol in docs/durability.md), not {name}"
+    )
 
 
 class Hold(Protocol):
@@ -50,19 +74,28 @@ class Session:
     """One holder's turn at driving a run: use it as a context manager around the drive."""
 
     def __init__(
-        self, store: RunStore, lease: Lease, meta: dict[str, Any], past: list[JournalRecord]
+        self,
+        d: Durability,
+        lease: Lease,
+        meta: dict[str, Any],
+        past: list[JournalRecord],
     ):
-        self.store = store
+        self.store = d.store
+        self.forget = d.forget_finished
         self.meta = meta
         self.past = past
+        self.status: str | None = None
+        """The status this session last wrote."""
         from agentloops.journal.keeper import LeaseKeeper  # with the first durable run
 
-        self.keeper = LeaseKeeper(store, lease)
+        self.keeper = LeaseKeeper(d.store, lease)
 
     def write(self, entries: list[Entry], status: str | None) -> None:
         """Append under the lease (fenced: `LeaseLost` if it is no longer ours)."""
         self.keeper.check()
         self.store.append_many(self.keeper.lease, entries, status=status)
+        if status is not None:
+            self.status = status
 
     def journaled(self, machine: Machine[R], host: ToolHost) -> Machine[R]:
         return journaled(machine, self.past, self.write, host.registry)
@@ -73,7 +106,11 @@ class Session:
 
     def __exit__(self, *exc: object) -> None:
         self.keeper.stop()
-        self.store.release(self.keeper.lease)
+        lease = self.keeper.lease
+        if self.forget and self.status == "finished":  # still ours: nobody else can be in it
+            self.store.delete(lease.run_id, force=True)
+        else:
+            self.store.release(lease)
 
     async def __aenter__(self) -> Session:
         self.keeper.start()
@@ -89,7 +126,7 @@ def begin(d: Durability, *, kind: str, run_id: str, meta: Mapping[str, Any]) -> 
     """Create the run, holding its lease (`RunExists` when the id is taken)."""
     full = {"format": FORMAT, **meta}
     lease = d.store.start(run_id, kind=kind, ttl=d.lease_ttl, meta=full)
-    return Session(d.store, lease, full, [])
+    return Session(d, lease, full, [])
 
 
 def reopen(
@@ -115,7 +152,7 @@ def reopen(
     except BaseException:
         store.release(lease)
         raise
-    return Session(store, lease, dict(info.meta), past)
+    return Session(d, lease, dict(info.meta), past)
 
 
 def waiting(past: list[JournalRecord]) -> dict[str, tuple[str, str, ToolCall]]:
@@ -153,6 +190,11 @@ def _decision_records(
                 continue  # decided so already (a second approver, a retry): nothing to add
             if same:
                 raise ConfigurationError(f"call {call_id} of run {run_id!r} was already decided")
+            if not open_calls:
+                raise ConfigurationError(
+                    f"run {run_id!r} is not waiting for approval: no call waits for a "
+                    f"decision, so none applies to {call_id!r}"
+                )
             raise ConfigurationError(
                 f"run {run_id!r} has no call {call_id!r} waiting for a decision; "
                 f"waiting: {sorted(open_calls)}"

@@ -28,7 +28,6 @@ from agentloops.engine.effects import (
     Machine,
     NextTool,
     R,
-    Save,
     StartTool,
 )
 from agentloops.engine.host import ToolHost
@@ -109,9 +108,6 @@ def drive(
                     outcome = None  # nobody to ask in a plain run: the machine pauses
                 elif kind is Journal:
                     effect.write(effect.entries, effect.status)  # type: ignore[union-attr]
-                    outcome = None
-                elif kind is Save:
-                    _events.save(effect)  # type: ignore[arg-type]
                     outcome = None
                 else:
                     raise TypeError(f"not an effect: {effect!r}")

@@ -2,12 +2,13 @@
 reporter writes the answer from the step results.
 
 A step starts from its own text and a digest of earlier findings, never from earlier
-transcripts, so each step's context stays small. With a checkpointer every finished
-step is a resume boundary; the saved state is described in `docs/checkpoints.md`.
+transcripts, so each step's context stays small. Every run is journaled in a run store
+(the one given as `store=` or `checkpointer=`, or the loop's own in memory), so a run
+resumes from its last recorded outcome (docs/durability.md).
 
 `PlanAndExecute` holds the settings and the public methods; the decisions are in
-`plan_execute._machine`, the plan schema in `plan_execute.schema`, the result and saved
-state in `plan_execute.result`, the prompts in `plan_execute.prompts`. Rule: this package
+`plan_execute._machine`, the plan schema in `plan_execute.schema`, the result and the
+run's state in `plan_execute.result`, the prompts in `plan_execute.prompts`. Rule: this package
 knows the engine, structured output and `agentloops.react` (each step is a ReAct run: the
 one loop-to-loop edge), and no other loop.
 """
@@ -18,15 +19,16 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from agentloops.checkpoint import Checkpointer, MemoryCheckpointer
 from agentloops.engine.effects import Machine
 from agentloops.engine.host import ToolHost
 from agentloops.engine.meter import meter_for
 from agentloops.engine.runner import Opening, Runner
 from agentloops.engine.runs import Clock
+from agentloops.engine.session import check_store
 from agentloops.errors import ConfigurationError, check_limits
 from agentloops.events import Event, EventSink
 from agentloops.journal import RunStore
+from agentloops.journal.memory import MemoryStore
 from agentloops.model import ModelClient
 from agentloops.plan_execute import _machine
 from agentloops.plan_execute.prompts import (
@@ -69,10 +71,9 @@ class PlanAndExecute:
         replan: after each step, ask the replanner whether to revise the remaining
             steps; an invalid first plan also goes back to the planner with its problems.
         max_replans: how many revisions (and rejected plans) are allowed in a run.
-        checkpointer: saves the run after the plan and after every finished step, so
-            `resume(run_id)` continues it, in this process or another. Without one,
-            runs are kept in memory until they finish: a paused or failed run can
-            still be resumed in this process.
+        checkpointer: another name for `store` (old code's), e.g.
+            `SQLiteCheckpointer(path)`, which is `SQLiteStore(path)`; give one or the
+            other. An object with only the old `save`/`load`/`delete` methods is refused.
         approval: a policy for tool calls in the steps (see `ReActLoop`).
         on_event: receives this run's events and those of each step's ReAct loop.
         max_retries: retries for the planner's and replanner's structured output.
@@ -84,8 +85,9 @@ class PlanAndExecute:
         reporter_system: the reporter's system prompt (`None`: `REPORTER_SYSTEM`).
         replanner_system: the replanner's system prompt (`None`: `REPLANNER_SYSTEM`).
         store: a `RunStore`: every outcome is journaled as the run goes, under a lease,
-            and `resume(run_id)` replays it in any process (docs/durability.md); takes the
-            place of a checkpointer.
+            and `resume(run_id)` replays it in any process (docs/durability.md). Without
+            one (nor a checkpointer), runs are journaled in this loop's own memory until
+            they finish: a paused or failed run can still be resumed in this process.
         lease_ttl: seconds a run's lease lasts without renewal (renewed while it runs).
         max_cost: stop with `"budget"` before a model call once the run's calls cost this
             much (an amount in the price's currency; needs a price for every model that may
@@ -113,7 +115,7 @@ class PlanAndExecute:
         max_step_iterations: int = 10,
         replan: bool = False,
         max_replans: int = 2,
-        checkpointer: Checkpointer | None = None,
+        checkpointer: RunStore | None = None,
         approval: ApprovalPolicy | None = None,
         on_event: EventSink | None = None,
         max_retries: int = 2,
@@ -152,15 +154,17 @@ class PlanAndExecute:
         self.max_plan_steps = max_plan_steps
         self.replan = replan
         self.max_replans = max_replans
-        if store is not None and checkpointer is not None:
-            raise ConfigurationError("give a store or a checkpointer, not both: a store journals")
-        self.checkpointer = checkpointer
-        self._checkpoints: Checkpointer = checkpointer or MemoryCheckpointer()
-        """Where runs are saved: the checkpointer, or runs in memory until they finish."""
+        if checkpointer is not None:
+            if store is not None:
+                raise ConfigurationError(
+                    "give store= or checkpointer= (another name for it), not both"
+                )
+            store = check_store(checkpointer, "checkpointer")
         self.store = store
+        """The run store given (as `store=` or `checkpointer=`), or `None`."""
         self._runner: Runner[PlanExecuteResult] = Runner(
             _machine.LOOP,
-            store,
+            store if store is not None else MemoryStore(),
             lease_ttl,
             meter_for(
                 [self.planner, self.executor, self.reporter],
@@ -168,6 +172,7 @@ class PlanAndExecute:
                 max_cost=max_cost,
                 deadline=deadline,
             ),
+            forget_finished=store is None,  # its own store keeps what can still resume
         )
         self.max_cost, self.price, self.deadline = max_cost, price, deadline
         self.on_event = on_event
@@ -184,11 +189,10 @@ class PlanAndExecute:
         """Plan, run every step, report. Stops early only to wait for an approval.
 
         Raises:
-            ConfigurationError: `run_id` is already saved (resume it instead).
-            RunExists: with a `store`, `run_id` is taken.
+            RunExists: `run_id` is taken (resume it, or pick another).
             PlanValidationError: the plan is invalid (and no re-plan is left).
-            AgentLoopsError: a model failure; `.result` holds what finished, and with a
-                checkpointer or a store `resume(run_id)` continues from there.
+            AgentLoopsError: a model failure; `.result` holds what finished, and
+                `resume(run_id)` continues from there.
         """
         return self._runner.run(self._fresh(task, run_id), self._host(), self.on_event)
 
@@ -210,19 +214,22 @@ class PlanAndExecute:
         return self._runner.astream(self._fresh(task, run_id), self._host(), self.on_event)
 
     def resume(self, run_id: str, decisions: dict[str, bool] | None = None) -> PlanExecuteResult:
-        """Continue a saved run at its first unfinished step.
+        """Continue a run from its last recorded outcome.
 
-        A finished run's result comes back without calling any model. A run paused for
-        approval needs `decisions` (call id to approved, as for `ReActLoop.resume`). With
-        a `store`, the journal is replayed (nothing on record runs again) under the run's
-        lease, and the decisions are recorded under it first: exactly once across
-        processes.
+        The run's lease is taken, the decisions are recorded under it (exactly once across
+        processes), and the journal is replayed: nothing on record runs again. A finished
+        run's result comes back without calling any model. A run paused for approval needs
+        `decisions` (call id to approved, as for `ReActLoop.resume`); without them it
+        stays paused. Without a store, only this loop's runs that have not finished can
+        be resumed, in this process.
 
         Raises:
-            CheckpointError: no saved run has this id, or its state cannot be read.
-            ConfigurationError: decisions for a run that is not waiting for any, missing
-                decisions for a paused run, or decisions naming calls that are not pending.
-            RunLeased: with a store, another process drives the run now.
+            RunNotFound: no run has this id.
+            RunLeased: another process (or thread) drives the run now.
+            CheckpointError: the run is another loop's, from a newer agentloops, or its
+                journal does not match this loop's settings.
+            ConfigurationError: decisions naming calls that do not wait for one, or
+                contradicting a recorded decision.
         """
         return self._runner.run(self._again(run_id, decisions), self._host(), self.on_event)
 
@@ -233,12 +240,9 @@ class PlanAndExecute:
         return await self._runner.arun(self._again(run_id, decisions), self._host(), self.on_event)
 
     def status(self, run_id: str) -> PlanExecuteResult:
-        """The saved run as a result, without running anything (e.g. to show pending calls).
-
-        With a store it is read from the journal, calling nothing and taking no lease: a
-        run that stopped part-way comes back with stop reason "running"."""
-        if self._runner.durability is None:
-            return _machine.load(self._checkpoints, run_id).result()
+        """The run as a result, read from its journal without running anything or taking
+        its lease (e.g. to show pending calls): a run that stopped part-way comes back
+        with stop reason "running"."""
         return self._runner.status(run_id, self._rebuilt, self._host())
 
     def _fresh(self, task: str, run_id: str | None) -> Opening[PlanExecuteResult]:
@@ -248,18 +252,12 @@ class PlanAndExecute:
         return self._runner.fresh(build, run_id, lambda: {"task": task})
 
     def _again(self, run_id: str, decisions: dict[str, bool] | None) -> Opening[PlanExecuteResult]:
-        if self._runner.durability is not None:
-            return self._runner.journaled(run_id, decisions, self._rebuilt)
-
-        def build(observed: bool) -> Machine[PlanExecuteResult]:  # the checkpointer's way
-            return self.resume_machine(run_id, decisions, observed=observed)
-
-        return self._runner.local(build)
+        return self._runner.journaled(run_id, decisions, self._rebuilt)
 
     def _rebuilt(
         self, meta: dict[str, Any], run_id: str, observed: bool
     ) -> Machine[PlanExecuteResult]:
-        return _machine.replayed(self, self._checkpoints, meta["task"], run_id, observed)
+        return self.machine(meta["task"], run_id=run_id, observed=observed)
 
     def _host(self) -> ToolHost:
         return ToolHost(self.tools)
@@ -274,22 +272,6 @@ class PlanAndExecute:
         observed: bool = False,
         clock: Clock = time.perf_counter,
     ) -> Machine[PlanExecuteResult]:
-        """The run as a step machine (see `agentloops.engine`). The run id is checked
-        against the checkpointer when this is called."""
-        return _machine.machine(
-            self, self._checkpoints, task, run_id=run_id, observed=observed, clock=clock
-        )
-
-    def resume_machine(
-        self,
-        run_id: str,
-        decisions: dict[str, bool] | None = None,
-        *,
-        observed: bool = False,
-        clock: Clock = time.perf_counter,
-    ) -> Machine[PlanExecuteResult]:
-        """`resume` as a step machine; the saved state is loaded and checked when this is
-        called."""
-        return _machine.resume_machine(
-            self, self._checkpoints, run_id, decisions, observed=observed, clock=clock
-        )
+        """The run as a step machine (see `agentloops.engine`). It reads no store: a run is
+        resumed by replaying its journal into this machine (`agentloops.engine.durable`)."""
+        return _machine.machine(self, task, run_id=run_id, observed=observed, clock=clock)

@@ -1,7 +1,10 @@
 """The Plan-and-Execute step machine: plan, run each step as a ReAct machine, review,
-report, saving the run at every resume boundary.
+report.
 
-Rule: no I/O and no driver here; the settings come from the loop (`Settings`), the saved
+It saves nothing and reads no store: a durable run's outcomes are journaled around it
+(`agentloops.engine.durable`), and a resumed run is its journal replayed into it.
+
+Rule: no I/O and no driver here; the settings come from the loop (`Settings`), the run's
 state is `result.RunState`, and each step's decisions are ReAct's own machine.
 """
 
@@ -12,18 +15,11 @@ from typing import Any, Protocol, TypeVar
 
 import pydantic
 
-from agentloops.checkpoint import Checkpointer
-from agentloops.engine.effects import Emit, Machine, Save
+from agentloops.engine.effects import Emit, Machine
 from agentloops.engine.runner import new_run_id
 from agentloops.engine.runs import Clock, lifecycle
-from agentloops.errors import (
-    AgentLoopsError,
-    ConfigurationError,
-    ModelOutputError,
-    PlanValidationError,
-)
+from agentloops.errors import AgentLoopsError, ModelOutputError, PlanValidationError
 from agentloops.events import Event, PlanMade, Replanned, StepFinished, StepStarted
-from agentloops.journal import RunStore
 from agentloops.model import ModelClient
 from agentloops.plan_execute.prompts import (
     planning_prompt,
@@ -51,8 +47,6 @@ class Settings(Protocol):
     max_plan_steps: int
     replan: bool
     max_replans: int
-    checkpointer: Checkpointer | None
-    store: RunStore | None
     max_retries: int
     max_digest_chars: int
     max_tokens: int | None
@@ -63,107 +57,41 @@ class Settings(Protocol):
 
 def machine(
     p: Settings,
-    checkpoints: Checkpointer,
     task: str,
     *,
     run_id: str | None,
     observed: bool,
     clock: Clock = time.perf_counter,
 ) -> Machine[PlanExecuteResult]:
-    """A new run (see `PlanAndExecute.machine`); the run id is checked against
-    `checkpoints` now."""
-    run_id = run_id or new_run_id()
-    if p.store is None and checkpoints.load(run_id) is not None:
-        raise ConfigurationError(f"run {run_id!r} already exists; resume it or pick another")
-    run = _Run(p, checkpoints, RunState(run_id=run_id, task=task), observed, clock)
-
-    def body() -> Machine[PlanExecuteResult]:
-        yield run.save()  # a crash while planning stays resumable
-        return (yield from run.steps(None))
-
-    return run.lifecycle(body())
-
-
-def replayed(
-    p: Settings, checkpoints: Checkpointer, task: str, run_id: str, observed: bool
-) -> Machine[PlanExecuteResult]:
-    """The machine a journaled run's journal is replayed into (no first save: the journal
-    holds the run)."""
-    run = _Run(p, checkpoints, RunState(run_id=run_id, task=task), observed, time.perf_counter)
-    return run.lifecycle(run.steps(None))
-
-
-def resume_machine(
-    p: Settings,
-    checkpoints: Checkpointer,
-    run_id: str,
-    decisions: dict[str, bool] | None,
-    *,
-    observed: bool,
-    clock: Clock = time.perf_counter,
-) -> Machine[PlanExecuteResult]:
-    """A saved run, continued (see `PlanAndExecute.resume_machine`); the saved state is
-    loaded and checked now."""
-    state = load(checkpoints, run_id)
-    if state.stop_reason not in ("running", "approval_required"):
-        if decisions:
-            raise ConfigurationError(f"run {run_id!r} is finished; nothing waits for approval")
-        return _done(state.result())
-    resume_step = None
-    if state.paused is None:
-        if decisions:
-            raise ConfigurationError(f"run {run_id!r} is not waiting for approval")
-    else:
-        pending = sorted(c.id for c in state.paused.pending_approvals)
-        if decisions is None or sorted(decisions) != pending:
-            got = sorted(decisions or {})
-            raise ConfigurationError(
-                f"run {run_id!r} waits for decisions on calls {pending}, got {got}"
-            )
-        resume_step = p.step_loop.resume_machine(
-            state.paused, decisions, parent_run_id=run_id, observed=observed, clock=clock
-        )
-    run = _Run(p, checkpoints, state, observed, clock)
-    return run.lifecycle(run.steps(resume_step))
-
-
-def load(checkpoints: Checkpointer, run_id: str) -> RunState:
-    """A saved run's state (`CheckpointError` when there is none, or it cannot be read)."""
-    return RunState.from_dict(run_id, checkpoints.load(run_id))
+    """A run (see `PlanAndExecute.machine`): a new one, or one whose journal is replayed
+    into it. It reads no store."""
+    run = _Run(p, RunState(run_id=run_id or new_run_id(), task=task), observed, clock)
+    return run.lifecycle(run.steps())
 
 
 class _Run:
-    """One run's machine: its settings, where it saves, its state, and how it is watched."""
+    """One run's machine: its settings, its state, and how it is watched."""
 
-    def __init__(
-        self, p: Settings, checkpoints: Checkpointer, state: RunState, observed: bool, clock: Clock
-    ):
+    def __init__(self, p: Settings, state: RunState, observed: bool, clock: Clock):
         self.p = p
-        self.checkpoints = checkpoints
         self.state = state
         self.observed = observed
         self.clock = clock
 
-    def steps(self, resume_step: Machine[ReActResult] | None) -> Machine[PlanExecuteResult]:
-        """Plan if there is no plan yet, run the steps in order (reviewing the rest when
-        asked), then report. A paused step ends the run, saved, until it resumes."""
+    def steps(self) -> Machine[PlanExecuteResult]:
+        """Plan, run the steps in order (reviewing the rest when asked), then report. A
+        paused step ends the run until it resumes (replayed up to the pause, then on)."""
         state, clock = self.state, self.clock
-        if not state.plan.steps:
-            yield from self._make_plan()
+        yield from self._make_plan()
         while (i := state.next_step()) is not None:
             step_started = clock()
-            if resume_step is not None:  # the paused step continues first
-                react = yield from resume_step
-                resume_step = None
-            elif self._review_due(i):
+            if self._review_due(i):
                 yield from self._revise(i)
                 continue
-            else:
-                react = yield from self._run_step(i)
+            react = yield from self._run_step(i)
             state.record(i, react)
-            yield self.save()
             if state.paused is not None:
-                return (yield from self._finish())
+                return state.result()
             if self.observed:
                 record = state.steps[i]
                 yield self._event(
@@ -174,8 +102,7 @@ class _Run:
                     summary=record.result[:200],
                 )
         yield from self._report()
-        yield self.save()
-        return (yield from self._finish())
+        return state.result()
 
     def _make_plan(self) -> Machine[None]:
         p, state = self.p, self.state
@@ -195,7 +122,6 @@ class _Run:
             )
         state.plan = Plan(steps=sorted(plan.steps, key=lambda s: s.step_number))
         state.steps = [StepRecord() for _ in plan.steps]
-        yield self.save()
         if self.observed:
             yield self._event(PlanMade, plan=state.plan)
 
@@ -231,7 +157,6 @@ class _Run:
             notes = state.revise(i, revision, max_steps=p.max_plan_steps)
             if self.observed:
                 yield self._event(Replanned, attempt=state.replans, problems=notes)
-        yield self.save()
 
     def _report(self) -> Machine[None]:
         p, state = self.p, self.state
@@ -251,13 +176,6 @@ class _Run:
         state.detail = f"reporter stop_reason={response.stop_reason}"
         if state.stop_reason == "empty":
             state.detail = "the reporter's reply was empty twice"
-
-    def _finish(self) -> Machine[PlanExecuteResult]:
-        state = self.state
-        if self.p.checkpointer is None and state.paused is None:
-            # Without a checkpointer only pauses stay.
-            yield Save(self.checkpoints, state.run_id, None)
-        return state.result()
 
     def _ask(self, schema: type[T], prompt: str, system: str, role: str) -> Machine[T]:
         p, state = self.p, self.state
@@ -279,8 +197,8 @@ class _Run:
         state = self.state
 
         def partial(exc: AgentLoopsError) -> PlanExecuteResult:
-            """What finished, attached to a failure; the state stays saved (in memory too,
-            without a checkpointer), so `resume` continues."""
+            """What finished, attached to a failure (the journal holds it, so `resume`
+            continues)."""
             if isinstance(exc, ModelOutputError):
                 state.spend(exc.usage, exc.model_calls)
             i = state.next_step()
@@ -302,14 +220,5 @@ class _Run:
             partial=partial,
         )
 
-    def save(self) -> Save:
-        return Save(self.checkpoints, self.state.run_id, self.state.to_dict())
-
     def _event(self, kind: type[Event], **fields: Any) -> Emit:
         return Emit(kind(loop=LOOP, run_id=self.state.run_id, **fields))
-
-
-def _done(result: PlanExecuteResult) -> Machine[PlanExecuteResult]:
-    """A machine with nothing to do: a finished run's saved result."""
-    return result
-    yield  # pragma: no cover  (makes this a generator)

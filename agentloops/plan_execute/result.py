@@ -1,33 +1,24 @@
-"""What a Plan-and-Execute run returns (`PlanExecuteResult`), and its saved state (`RunState`).
+"""What a Plan-and-Execute run returns (`PlanExecuteResult`), and the run's state as its
+machine keeps it (`RunState`).
 
 A public module: pickled and stored results name it; the plan schema is in `schema`.
+Nothing here is stored: a run's journal holds its outcomes, and replaying them rebuilds
+its `RunState`.
 
-`RunState` is what a checkpointer stores: enough to continue at the first unfinished
-step in another process, and nothing a finished step would need again (no transcripts).
-One pydantic model (`SavedRun`) both writes that state and checks it on the way back in,
-so a saved state that was edited or damaged is refused, naming the bad field.
-
-Rule: records and their JSON; no machine, no driver.
+Rule: records only; no machine, no driver, no store.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Literal
 
-import pydantic
-
-from agentloops._validation import field_errors
-from agentloops.errors import CheckpointError, TranscriptError, raise_for_stop
-from agentloops.messages import ToolCall, validate_transcript
+from agentloops.errors import raise_for_stop
+from agentloops.messages import ToolCall
 from agentloops.plan_execute.schema import Plan, PlanRevision, PlanStep, plan_problems
 from agentloops.react import ReActResult
 from agentloops.usage import Usage
-
-STATE_FORMAT = 1
-"""The version of the saved run state; a newer one is refused, never misread."""
 
 StepStatus = Literal["pending", "done", "incomplete", "paused"]
 PlanStopReason = Literal[
@@ -92,31 +83,9 @@ class StepRecord:
     tool_calls: int = 0
 
 
-class SavedRun(pydantic.BaseModel):
-    """The checkpoint form of a `RunState`: what `to_dict` writes and `from_dict` reads."""
-
-    model_config = pydantic.ConfigDict(strict=True, extra="forbid", defer_build=True)
-
-    format: int
-    kind: Literal["plan_execute"]
-    run_id: str
-    task: str
-    plan: Plan
-    steps: list[StepRecord]
-    usage: Usage
-    model_calls: int
-    replans: int
-    reviewed: int
-    paused: dict[str, Any] | None
-    """The paused step's `ReActResult.to_state()`, checked with its transcript on load."""
-    answer: str
-    stop_reason: PlanStopReason
-    detail: str
-
-
 @dataclass(kw_only=True)
 class RunState:
-    """A run in progress or finished; `to_dict`/`from_dict` are its checkpoint form."""
+    """A run in progress or finished, as its machine keeps it."""
 
     run_id: str
     task: str
@@ -129,7 +98,7 @@ class RunState:
     reviewed: int = -1
     """Index of the last step after which the replanner was asked."""
     paused: ReActResult | None = None
-    """The paused step's ReAct result, while it waits for approval (saved as its state)."""
+    """The paused step's ReAct result, while it waits for approval."""
     answer: str = ""
     stop_reason: PlanStopReason = "running"
     detail: str = ""
@@ -199,92 +168,6 @@ class RunState:
             pending_approvals=paused.pending_approvals if paused is not None else [],
             detail=self.detail if detail is None else detail,
         )
-
-    def to_dict(self) -> dict[str, Any]:
-        saved = SavedRun(
-            format=STATE_FORMAT,
-            kind="plan_execute",
-            run_id=self.run_id,
-            task=self.task,
-            plan=self.plan,
-            steps=self.steps,
-            usage=self.usage,
-            model_calls=self.model_calls,
-            replans=self.replans,
-            reviewed=self.reviewed,
-            paused=self.paused.to_state() if self.paused is not None else None,
-            answer=self.answer,
-            stop_reason=self.stop_reason,
-            detail=self.detail,
-        )
-        return saved.model_dump(mode="json")
-
-    @classmethod
-    def from_dict(cls, run_id: str, data: dict[str, Any] | None) -> RunState:
-        """Rebuild a saved state, checked field by field.
-
-        Raises:
-            CheckpointError: no state (an unknown run), a state from a newer agentloops,
-                or one that is not a Plan-and-Execute state or is malformed (naming each
-                bad field, e.g. `steps.1.status`).
-        """
-        if data is None:
-            raise CheckpointError(f"no saved run with id {run_id!r}", run_id=run_id)
-        version = data.get("format") if isinstance(data, dict) else None
-        if (
-            not isinstance(data, dict)
-            or data.get("kind") != "plan_execute"
-            or not isinstance(version, int)
-        ):
-            raise CheckpointError(
-                f"run {run_id!r}: the saved state is not a Plan-and-Execute run", run_id=run_id
-            )
-        if version > STATE_FORMAT:
-            raise CheckpointError(
-                f"run {run_id!r}: state format {version} is newer than this agentloops "
-                f"supports ({STATE_FORMAT}); upgrade agentloops to resume it",
-                run_id=run_id,
-            )
-        try:
-            # Through JSON: strict mode there still reads objects into dataclasses and models.
-            saved = SavedRun.model_validate_json(json.dumps(data))
-        except (TypeError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
-            errors = exc if isinstance(exc, pydantic.ValidationError) else None
-            why = "; ".join(field_errors(errors, root="state")) if errors else str(exc)
-            raise CheckpointError(
-                f"run {run_id!r}: the saved state is malformed: {why}", run_id=run_id
-            ) from exc
-        state = cls(
-            run_id=saved.run_id,
-            task=saved.task,
-            plan=saved.plan,
-            steps=saved.steps,
-            usage=saved.usage,
-            model_calls=saved.model_calls,
-            replans=saved.replans,
-            reviewed=saved.reviewed,
-            paused=None,  # checked below, before anything could send it
-            answer=saved.answer,
-            stop_reason=saved.stop_reason,
-            detail=saved.detail,
-        )
-        if len(state.steps) != len(state.plan.steps):
-            raise CheckpointError(
-                f"run {run_id!r}: the saved state is malformed (steps do not match the plan)",
-                run_id=run_id,
-            )
-        if saved.paused is not None:  # never send a broken transcript to the provider
-            try:
-                state.paused = ReActResult.from_state(saved.paused)
-                validate_transcript(state.paused.messages, allow_pending=True)
-                if not state.paused.pending_approvals:
-                    raise TranscriptError("its last turn does not hold the pending calls")
-            except (KeyError, TypeError, ValueError, IndexError, TranscriptError) as exc:
-                raise CheckpointError(
-                    f"run {run_id!r}: the paused step's transcript is malformed ({exc})",
-                    run_id=run_id,
-                ) from exc
-        return state
 
 
 def _step_text(react: ReActResult) -> str:

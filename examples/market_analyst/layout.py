@@ -1,7 +1,7 @@
 """The state file's layout: an `analyst.db` from before the runs were journals is refused,
 with what to do, instead of being misread.
 
-The example kept each run as one record in a `SQLiteCheckpointer` table (`runs`), its
+The example kept each run as one record in the old checkpointer's table (`runs`), its
 decisions and trade proposals in tables of its own, and Plan-and-Execute's checkpoints in
 `loops.db`. Those runs cannot be continued as journals, so the file is refused before
 anything is written to it.

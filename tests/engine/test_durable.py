@@ -270,6 +270,36 @@ def test_a_plan_and_execute_run_pauses_and_resumes_through_the_store(
     assert second.calls == 2  # nothing before the pause was asked again
 
 
+def test_a_resumed_run_sends_each_event_once_across_its_sessions(
+    durable_store: Any, PlanAndExecute: Any
+) -> None:
+    """The events a session sent before it stopped are not sent again by the session that
+    resumes it, up to the first call it makes live (step 1's finish included)."""
+    from agentloops.events import StepFinished, StepStarted
+
+    plan = {"steps": [{"step_number": n, "description": f"step {n}"} for n in (1, 2)]}
+    first: list[Any] = []
+    model = ScriptedModel([respond_structured(plan), "one", ModelError("down")])
+    agent = PlanAndExecute(model, store=durable_store, on_event=first.append)
+    with pytest.raises(ModelError):
+        agent.run("t", run_id="p1")
+    second: list[Any] = []
+    model = ScriptedModel(["two", "report"])
+    PlanAndExecute(model, store=durable_store, on_event=second.append).resume("p1")
+    steps = [
+        (type(e).__name__, e.step_id)
+        for e in first + second
+        if type(e) in (StepStarted, StepFinished)
+    ]
+    assert steps == [
+        ("StepStarted", "1"),
+        ("StepFinished", "1"),
+        ("StepStarted", "2"),  # sent by the first session, before its model call failed
+        ("StepFinished", "2"),
+    ]
+    assert [type(e).__name__ for e in second][:2] == ["ModelCallStarted", "ModelCallFinished"]
+
+
 def _first_call(store: Any, run_id: str) -> str:
     return next(r.data["id"] for r in store.read(run_id) if r.kind == "tool_started")
 

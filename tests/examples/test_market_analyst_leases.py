@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +29,7 @@ from market_analyst.trading import Trader
 from market_analyst.web.app import create_app
 from starlette.testclient import TestClient
 
-from agentloops import RunLeased, RunNotFound, SQLiteCheckpointer
+from agentloops import RunLeased, RunNotFound
 
 pytestmark = [pytest.mark.usefixtures("instant_analyst_tools"), pytest.mark.slow]
 
@@ -242,8 +244,10 @@ def test_a_trade_the_process_died_in_is_recorded_once(app, monkeypatch) -> None:
 def test_a_state_file_from_before_the_journals_is_refused_with_what_to_do(app, capsys) -> None:
     state = app.root / "old-state"
     state.mkdir()
-    with SQLiteCheckpointer(state / "analyst.db") as old:  # the earlier layout's run records
-        old.save("ma-1", {"run_id": "ma-1", "status": "pending"})
+    with closing(sqlite3.connect(state / "analyst.db")) as old:  # the earlier layout's runs
+        old.execute("CREATE TABLE runs (run_id TEXT PRIMARY KEY, state TEXT, updated_at REAL)")
+        old.execute("""INSERT INTO runs VALUES ('ma-1', '{"status": "pending"}', 0)""")
+        old.commit()
     SQLiteArchive(state / "analyst.db")
     for argv in (["--list"], ["Quick snapshot of NVDA"], ["--web"]):
         assert app(*argv, "--state-dir", str(state)) == 2
@@ -257,8 +261,6 @@ def test_a_state_file_from_before_the_journals_is_refused_with_what_to_do(app, c
 
 
 def _tables(path: Path) -> set[str]:
-    import sqlite3
-
     db = sqlite3.connect(path)
     try:
         return {row[0] for row in db.execute("SELECT name FROM sqlite_master")}

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from agentloops import ConfigurationError, SQLiteCheckpointer, SQLiteStore, StoreError
+from agentloops import ConfigurationError, RunNotFound, SQLiteStore, StoreError
 
 
 @pytest.fixture
@@ -96,16 +96,23 @@ def test_an_application_keeps_its_own_tables_in_the_same_file(
     assert store.run_info("r1").status == "finished"
 
 
-def test_shares_a_file_with_the_checkpointer(
+def test_opens_a_file_an_old_checkpointer_wrote_and_leaves_its_table_alone(
     tmp_path: Path, opened: Callable[..., SQLiteStore]
 ) -> None:
     path = tmp_path / "runs.db"
-    with SQLiteCheckpointer(path) as checkpoints, SQLiteStore(path) as store:
-        checkpoints.save("c1", {"step": 1})
-        store.append(store.start("r1", kind="react", ttl=30), "model")
-    with SQLiteCheckpointer(path) as checkpoints:
-        assert checkpoints.load("c1") == {"step": 1}
+    with sqlite3.connect(path) as old:  # what SQLiteCheckpointer wrote before it was a store
+        old.execute("CREATE TABLE runs (run_id TEXT PRIMARY KEY, state TEXT, updated_at REAL)")
+        old.execute("INSERT INTO runs VALUES ('c1', '{\"step\": 1}', 0)")
+        old.execute("PRAGMA user_version = 1")
+    old.close()
+    store = opened(path)
+    with pytest.raises(RunNotFound):  # an old whole-state run is not a journal: not read
+        store.run_info("c1")
+    store.append(store.start("r1", kind="react", ttl=30), "model")
     assert [r.kind for r in opened(path).read("r1")] == ["model"]
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT run_id, state FROM runs").fetchall() == [("c1", '{"step": 1}')]
+    conn.close()
 
 
 def test_pickles_as_its_settings_and_reopens(

@@ -1,6 +1,9 @@
-"""PlanAndExecute checkpoints: crashes, resume (here and in another process), approval pauses.
+"""PlanAndExecute resumed after a crash or a pause, here and in another process, with the
+run store given as `checkpointer=` (old code's spelling of `store=`).
 
-Tools append their name to a log file, so calls are counted across processes.
+A run resumes from its last recorded outcome: a finished step, and every model reply and
+tool outcome on record, is not asked again. Tools append their name to a log file, so
+calls are counted across processes.
 """
 
 from __future__ import annotations
@@ -10,7 +13,6 @@ import subprocess
 import sys
 import textwrap
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +22,17 @@ from agentloops import (
     ApprovalRequired,
     CheckpointError,
     ConfigurationError,
+    JournalRecord,
     MemoryCheckpointer,
     ModelError,
+    RunExists,
+    RunNotFound,
     SQLiteCheckpointer,
+    StoreError,
     Tool,
     tool,
 )
+from agentloops.journal import Entry, Lease
 from agentloops.testing import ScriptedModel, respond_structured, use_tools
 
 TOOLS = textwrap.dedent(
@@ -92,15 +99,16 @@ def test_a_crash_between_steps_resumes_without_repeating_finished_work(
         agent.run("Fetch a, b and c.", run_id="crash")
     assert calls(log) == {"fetch:a": 1, "fetch:b": 1}
     # A new process would build everything again: new model, new tools, same file.
-    second = ScriptedModel([*step("b"), *step("c"), "all fetched"])
+    second = ScriptedModel(["found b", *step("c"), "all fetched"])
     fresh = PlanAndExecute(second, make_tools(log), checkpointer=SQLiteCheckpointer(db))
     result = fresh.resume("crash")
     assert result.stop_reason == "answered"
     assert result.step_results == ["found a", "found b", "found c"]
+    # fetch:b was in flight when the process died: in doubt, and run again (read-only)
     assert calls(log) == {"fetch:a": 1, "fetch:b": 2, "fetch:c": 1}
-    assert second.calls == 5  # no planner call, no step 1
+    assert second.calls == 4  # no planner call, no step 1, nor step 2's first call
     assert "found a" in second.requests[0].messages[0].text  # step 2 still sees step 1
-    assert result.model_calls == 1 + 2 + 4 + 1  # plan, step 1 (first run), steps 2-3, report
+    assert result.model_calls == 1 + 2 + 2 + 2 + 1  # plan, steps 1-3, report: each once
     # Resuming a finished run returns its result without calling any model.
     again = PlanAndExecute(ScriptedModel([]), make_tools(log), checkpointer=SQLiteCheckpointer(db))
     assert again.resume("crash") == result
@@ -147,64 +155,58 @@ def test_a_crash_outside_the_steps_resumes_at_that_call(where: str, PlanAndExecu
     model.assert_complete()
 
 
-class RecordingCheckpointer(MemoryCheckpointer):
-    def __init__(self) -> None:
-        super().__init__()
-        self.saved: list[dict[str, Any]] = []
-
-    def save(self, run_id: str, state: dict[str, Any]) -> None:
-        self.saved.append(json.loads(json.dumps(state)))
-        super().save(run_id, state)
-
-
-def test_what_is_saved_and_when(PlanAndExecute) -> None:
-    store = RecordingCheckpointer()
+def test_what_is_journaled_and_when(PlanAndExecute) -> None:
+    store = MemoryCheckpointer()
     model = ScriptedModel([PLAN, "found a", "found b", "found c", "report"])
     PlanAndExecute(model, checkpointer=store).run("the task", run_id="r")
-    statuses = [[s["status"] for s in state["steps"]] for state in store.saved]
-    assert statuses == [
-        [],  # before planning: a crash there is resumable too
-        ["pending", "pending", "pending"],
-        ["done", "pending", "pending"],
-        ["done", "done", "pending"],
-        ["done", "done", "done"],
-        ["done", "done", "done"],  # with the answer
+    journal = store.read("r")
+    assert [(r.kind, r.data.get("run")) for r in journal] == [
+        ("model", "r"),  # the plan
+        ("model", "r.1"),  # each step's reply, under the step's own run id
+        ("model", "r.2"),
+        ("model", "r.3"),
+        ("model", "r"),  # the report
+        ("result", None),
     ]
-    final = store.saved[-1]
-    assert (final["task"], final["answer"], final["stop_reason"]) == (
-        "the task",
-        "report",
-        "answered",
+    assert journal[-1].data == {"stop_reason": "answered", "answer": "report"}
+    info = store.run_info("r")
+    assert (info.kind, info.status, info.meta) == (
+        "plan_execute",
+        "finished",
+        {"format": 1, "task": "the task"},
     )
-    assert final["format"] == 1
-    assert final["paused"] is None
-    assert "messages" not in json.dumps(final)  # no transcripts in the checkpoint
-    assert store.list_runs() == ["r"]
+    assert not info.leased  # released when the run ended
+
+
+def _run_of(store: Any, run_id: str, kind: str, meta: dict[str, Any], *entries: Entry) -> None:
+    lease = store.start(run_id, kind=kind, ttl=30, meta=meta)
+    if entries:
+        store.append_many(lease, list(entries))
+    store.release(lease)
 
 
 def test_unknown_existing_and_unreadable_runs(PlanAndExecute) -> None:
     store = MemoryCheckpointer()
     agent = PlanAndExecute(ScriptedModel([PLAN, "a", "b", "c", "r"]), checkpointer=store)
-    with pytest.raises(CheckpointError, match="no saved run with id 'nope'"):
+    with pytest.raises(RunNotFound, match="no run 'nope'"):
         agent.resume("nope")
     agent.run("t", run_id="done")
-    with pytest.raises(ConfigurationError, match="already exists"):
+    with pytest.raises(RunExists, match="'done' exists already"):
         agent.run("t", run_id="done")
-    state = store.load("done")
-    assert state is not None
-    store.save("newer", {**state, "format": 2})
-    store.save("alien", {"format": 1, "kind": "something else"})
-    store.save("broken", {**state, "steps": "not a list"})
-    store.save("short", {**state, "steps": state["steps"][:1]})
-    for run_id, message in [("newer", "format 2 is newer"), ("alien", "not a Plan-and-Execute")]:
-        with pytest.raises(CheckpointError, match=message):
+    plan = store.read("done")[0]
+    _run_of(store, "newer", "plan_execute", {"format": 2, "task": "t"})
+    _run_of(store, "alien", "react", {"format": 1, "task": "t"})
+    wrong_step = {**plan.data, "step": 5}  # the plan's reply, filed as another call
+    _run_of(store, "broken", "plan_execute", {"format": 1, "task": "t"}, ("model", wrong_step))
+    for run_id, message in [
+        ("newer", "format 2; this agentloops reads up to 1"),
+        ("alien", "is a react run, not plan_execute"),
+        ("broken", "the journal does not match this loop"),
+    ]:
+        with pytest.raises(CheckpointError, match=message) as caught:
             agent.resume(run_id)
-    with pytest.raises(CheckpointError, match=r"'broken'.*malformed") as caught:
-        agent.resume("broken")
-    assert caught.value.run_id == "broken"
-    with pytest.raises(CheckpointError, match="steps do not match the plan"):
-        agent.resume("short")
-    with pytest.raises(ConfigurationError, match="finished"):
+        assert caught.value.run_id == run_id
+    with pytest.raises(ConfigurationError, match="not waiting for approval"):
         agent.resume("done", {"call": True})
 
 
@@ -240,9 +242,8 @@ def test_a_step_waiting_for_approval_pauses_the_run_and_resumes_elsewhere(
     with pytest.raises(ApprovalRequired) as caught:
         paused.raise_for_stop()
     assert caught.value.result is paused
-    with pytest.raises(ConfigurationError, match="waits for decisions"):
-        fresh.resume("pub")
-    with pytest.raises(ConfigurationError, match="waits for decisions"):
+    assert fresh.resume("pub") == paused  # no decision: it stays paused, nothing runs
+    with pytest.raises(ConfigurationError, match="no call 'unknown' waiting for a decision"):
         fresh.resume("pub", {"unknown": True})
     model = ScriptedModel(["published", "Done: published."])
     result = PlanAndExecute(model, make_tools(log), checkpointer=SQLiteCheckpointer(db)).resume(
@@ -253,8 +254,10 @@ def test_a_step_waiting_for_approval_pauses_the_run_and_resumes_elsewhere(
     assert calls(log) == {"fetch:a": 1, "fetch:z": 1, "publish": 1}
     [results] = [m for m in model.requests[0].messages if m.role == "user" and m.tool_results]
     assert [r.content for r in results.tool_results] == ["fetch:z result", "publish result"]
-    with pytest.raises(ConfigurationError, match="finished"):
-        fresh.resume("pub", {call.id: True})  # a decision is used once
+    assert fresh.resume("pub", {call.id: True}) == result  # a second approver: nothing again
+    with pytest.raises(ConfigurationError, match="already decided"):
+        fresh.resume("pub", {call.id: False})
+    assert calls(log)["publish"] == 1  # a decision is used once
 
 
 def test_a_denied_call_inside_a_step_never_runs(PlanAndExecute) -> None:
@@ -268,14 +271,14 @@ def test_a_denied_call_inside_a_step_never_runs(PlanAndExecute) -> None:
 
     plan = {"steps": [{"step_number": 1, "description": "publish"}]}
     model = ScriptedModel([respond_structured(plan), use_tools(("publish", {"text": "x"}))])
-    agent = PlanAndExecute(model, [publish])  # no checkpointer: the pause is kept in memory
+    agent = PlanAndExecute(model, [publish])  # no store: the pause is kept in its own memory
     paused = agent.run("Publish x.", run_id="p")
     model.script += ["not published", "Nothing was published."]
     result = agent.resume("p", {paused.pending_approvals[0].id: False})
     assert result.answer == "Nothing was published."
     assert log_calls == []
     assert "denied" in model.requests[2].messages[-1].tool_results[0].content
-    with pytest.raises(CheckpointError):  # without a checkpointer, finished runs are not kept
+    with pytest.raises(RunNotFound):  # without a store, finished runs are not kept
         agent.resume("p")
 
 
@@ -315,14 +318,13 @@ def test_another_process_resumes_after_a_crash(tmp_path: Path, PlanAndExecute) -
     )
     with pytest.raises(SimulatedCrash):
         agent.run("Fetch a, b and c.", run_id="two")
-    rest = [{"tool": "fetch", "args": {"what": "b"}}, "found b"]
-    rest += [{"tool": "fetch", "args": {"what": "c"}}, "found c", "all fetched"]
+    rest = ["found b", {"tool": "fetch", "args": {"what": "c"}}, "found c", "all fetched"]
     out = resume_in_child(db, log, "two", None, rest)
     assert out == {
         "answer": "all fetched",
         "steps": ["found a", "found b", "found c"],
         "stop": "answered",
-        "model_calls": 5,
+        "model_calls": 4,  # step 2's call that asked for fetch:b is on record
     }
     assert calls(log) == {"fetch:a": 1, "fetch:b": 2, "fetch:c": 1}
 
@@ -343,54 +345,43 @@ def test_another_process_gives_the_approval(tmp_path: Path, PlanAndExecute) -> N
     assert final.answer == "Published."
 
 
-def _drop_last_turn(paused: dict[str, Any]) -> None:
-    paused["messages"].pop()  # the turn holding the pending calls is gone
-
-
-def _clear_pending(paused: dict[str, Any]) -> None:
-    paused["pending_approvals"] = []  # a pause that waits for nothing
-
-
-@pytest.mark.parametrize("tamper", [_drop_last_turn, _clear_pending])
-def test_a_paused_transcript_that_was_tampered_with_is_refused(
-    tmp_path: Path, tamper: Callable[[dict[str, Any]], None], PlanAndExecute
-) -> None:
+def test_a_decision_forged_for_other_arguments_runs_nothing(tmp_path: Path, PlanAndExecute) -> None:
     log = tmp_path / "calls.log"
     store = MemoryCheckpointer()
     agent = PlanAndExecute(ScriptedModel(approval_script()), make_tools(log), checkpointer=store)
-    agent.run("Fetch a and publish it.", run_id="t")
-    state = store.load("t")
-    assert state is not None
-    tamper(state["paused"])
-    store.save("t", state)
-    with pytest.raises(CheckpointError, match="paused step's transcript is malformed"):
-        agent.resume("t", {"any": True})
+    [call] = agent.run("Fetch a and publish it.", run_id="t").pending_approvals
+    lease = store.acquire("t", ttl=30)
+    forged = {"approved": True, "name": "publish", "args": {"text": "other"}, "by": "someone"}
+    store.append(lease, "decision", forged, key=f"t.2:{call.id}")
+    store.release(lease)
+    with pytest.raises(CheckpointError, match="made for other arguments"):
+        agent.resume("t")
     assert calls(log)["publish"] == 0
 
 
-class FailingCheckpointer(MemoryCheckpointer):
-    """The store fails on its nth save (a full disk, a dropped connection)."""
+class FailingStore(MemoryCheckpointer):
+    """The store fails on its nth write (a full disk, a dropped connection)."""
 
     def __init__(self, fail_on: int) -> None:
         super().__init__()
-        self.saves, self.fail_on = 0, fail_on
+        self.writes, self.fail_on = 0, fail_on
 
-    def save(self, run_id: str, state: dict[str, Any]) -> None:
-        self.saves += 1
-        if self.saves == self.fail_on:
-            raise CheckpointError("disk full", run_id=run_id)
-        super().save(run_id, state)
+    def append_many(self, lease: Lease, entries: Any, **options: Any) -> list[JournalRecord]:
+        self.writes += 1
+        if self.writes == self.fail_on:
+            raise StoreError("disk full", run_id=lease.run_id)
+        return super().append_many(lease, entries, **options)
 
 
-def test_a_failed_save_stops_the_run_and_the_previous_checkpoint_resumes(PlanAndExecute) -> None:
-    store = FailingCheckpointer(fail_on=4)  # start, plan, step 1, *step 2*
+def test_a_failed_write_stops_the_run_and_resume_goes_on_from_what_was_written(
+    PlanAndExecute,
+) -> None:
+    store = FailingStore(fail_on=3)  # the write before step 3's call, holding step 2's reply
     model = ScriptedModel([PLAN, "found a", "found b"])
-    with pytest.raises(CheckpointError, match="disk full") as caught:
+    with pytest.raises(StoreError, match="disk full") as caught:
         PlanAndExecute(model, checkpointer=store).run("t", run_id="r")
     assert caught.value.result.step_status == ["done", "done", "pending"]
-    saved = store.load("r")
-    assert saved is not None
-    assert [s["status"] for s in saved["steps"]] == ["done", "pending", "pending"]
+    assert [r.kind for r in store.read("r")] == ["model", "model", "failed"]
     model = ScriptedModel(["found b again", "found c", "report"])
     result = PlanAndExecute(model, checkpointer=store).resume("r")
     assert result.step_results == ["found a", "found b again", "found c"]

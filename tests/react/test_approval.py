@@ -17,7 +17,6 @@ from agentloops import (
     ConfigurationError,
     ReActLoop,
     ReActResult,
-    SQLiteCheckpointer,
     Text,
     ToolCall,
     ToolResult,
@@ -287,7 +286,8 @@ def test_held_results_survive_the_round_trip(ReActLoop) -> None:
 CHILD = textwrap.dedent(
     """
     import json, sys
-    from agentloops import ReActLoop, ReActResult, SQLiteCheckpointer, tool
+    from pathlib import Path
+    from agentloops import ReActLoop, ReActResult, tool
     from agentloops.testing import ScriptedModel
 
     ran = []
@@ -298,22 +298,22 @@ CHILD = textwrap.dedent(
         ran.append({"to": to, "body": body})
         return f"sent to {to}"
 
-    store = SQLiteCheckpointer(sys.argv[1])
-    paused = ReActResult.from_state(store.load("approval-run"))
+    state = Path(sys.argv[1])
+    paused = ReActResult.from_state(json.loads(state.read_text()))
     model = ScriptedModel(["Sent from the child."])
     final = ReActLoop(model, [send]).resume(paused, {paused.pending_approvals[0].id: True})
-    store.save("approval-run", final.to_state())
+    state.write_text(json.dumps(final.to_state()))
     print(json.dumps({"answer": final.answer, "ran": ran, "stop": final.stop_reason}))
     """
 )
 
 
-def test_resume_in_another_process_through_sqlite(tmp_path: Path, ReActLoop) -> None:
+def test_resume_in_another_process_from_the_results_state(tmp_path: Path, ReActLoop) -> None:
     result, _, _, ran = paused_run(ReActLoop)
-    db = tmp_path / "runs.db"
-    SQLiteCheckpointer(db).save("approval-run", result.to_state())
+    state = tmp_path / "paused.json"  # any storage of the caller's: the state is JSON
+    state.write_text(json.dumps(result.to_state()))
     child = subprocess.run(
-        [sys.executable, "-c", CHILD, str(db)], capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", CHILD, str(state)], capture_output=True, text=True, timeout=60
     )
     assert child.returncode == 0, child.stderr
     out = json.loads(child.stdout)
@@ -323,6 +323,6 @@ def test_resume_in_another_process_through_sqlite(tmp_path: Path, ReActLoop) -> 
         "stop": "answered",
     }
     assert ran["send"] == []  # it ran in the child, once
-    saved = ReActResult.from_state(SQLiteCheckpointer(db).load("approval-run"))  # type: ignore[arg-type]
+    saved = ReActResult.from_state(json.loads(state.read_text()))
     assert saved.stop_reason == "answered"
     assert saved.messages[-1].content == (Text("Sent from the child."),)

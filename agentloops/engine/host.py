@@ -13,7 +13,7 @@ from typing import Any
 from agentloops._pickling import ensure_picklable, pickler_for
 from agentloops.engine.effects import StartTool
 from agentloops.messages import ToolOutcome
-from agentloops.tools import _CALL_KEY, ToolRegistry, with_call_key
+from agentloops.tools import ToolRegistry, awith_call_key, with_call_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,20 +47,13 @@ class ToolHost:
     def call(self, effect: StartTool) -> ToolOutcome:
         """One call, here, with its idempotency key set for the tool to read."""
         call = effect.call
-        outcome: ToolOutcome = with_call_key(
-            effect.call_key, self.registry.call, call.name, call.args
-        )
-        return outcome
+        return with_call_key(effect.call_key, self.registry.call, call.name, call.args)
 
     async def acall(self, effect: StartTool) -> ToolOutcome:
         """One call under asyncio (an `async def` tool on the loop, a sync one in a
         thread), with its idempotency key set."""
         call = effect.call
-        token = _CALL_KEY.set(effect.call_key)
-        try:
-            return await self.registry.acall(call.name, call.args)
-        finally:
-            _CALL_KEY.reset(token)
+        return await awith_call_key(effect.call_key, self.registry.acall, call.name, call.args)
 
 
 NO_TOOLS = ToolHost(ToolRegistry())

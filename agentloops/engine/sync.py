@@ -34,7 +34,7 @@ from agentloops.engine.host import ToolHost
 from agentloops.events import Event, EventSink
 from agentloops.messages import ToolOutcome
 from agentloops.model import ModelResponse
-from agentloops.tools import _CALL_KEY, with_call_key
+from agentloops.tools import with_call_key
 
 Events = Generator[Event, None, R]
 
@@ -74,7 +74,6 @@ def drive(
     """
     tools = _Tools(host, observed)
     queued = tools.queued
-    registry, key_var = host.registry, _CALL_KEY
     quiet = not observed and not streaming
     inline = host.executor is None
     try:
@@ -93,12 +92,7 @@ def drive(
                 elif kind is NextTool:
                     if not observed and inline and len(queued) == 1 and not tools.running:
                         lone = queued.pop()  # a lone call runs inline, on this thread
-                        call = lone.call
-                        token = key_var.set(lone.call_key)
-                        try:
-                            outcome = call.id, registry.call(call.name, call.args)
-                        finally:
-                            key_var.reset(token)
+                        outcome = lone.call.id, host.call(lone)
                     else:
                         outcome = yield from tools.next()
                 elif kind is Emit:

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from agentloops.engine.effects import CallModel, Decide, Emit, Machine, NextTool, StartTool
 from agentloops.engine.runner import new_run_id
-from agentloops.engine.runs import Clock, Totals, call_model, lifecycle, run_tools
+from agentloops.engine.runs import Clock, Totals, call_model, empty, lifecycle, nudge, run_tools
 from agentloops.errors import AgentLoopsError, ConfigurationError
 from agentloops.events import ApprovalRequested
 from agentloops.messages import (
@@ -40,7 +40,6 @@ _REFUSED = "not run: the reply that asked for this call was a refusal"
 _NO_TOOLS = "not run: tools are disabled for this final answer"
 _DENIED = "denied: this call was not approved, so it did not run"
 _FINAL = "The step limit is reached. Answer now from what you have; no more tools."
-_NUDGE = "Your reply was empty. Answer the task, or call a tool."
 
 
 class Settings(Protocol):
@@ -192,8 +191,10 @@ def steps(loop: Settings, run: Run, observed: bool) -> Machine[ReActResult]:
             if reason == "pause_turn":
                 messages.append(message)
                 continue  # the provider paused a long turn; sending it back continues it
-            if reason in ("end_turn", "stop_sequence") and not message.text.strip():
-                if _nudge(run, message):
+            if empty(response):
+                if not run.nudged:  # once: a second empty reply ends the run
+                    run.nudged = True
+                    nudge(messages, message, tools=bool(request.tools))
                     continue
                 return _result(run, "empty", "the model's reply was empty twice")
             messages.append(message)
@@ -234,22 +235,6 @@ def steps(loop: Settings, run: Run, observed: bool) -> Machine[ReActResult]:
         messages.append(_user_turn(tuple(results)))
         if loop.max_repeats is not None and stalled(run.turns, loop.max_repeats, asked, results):
             return _result(run, "stalled", stall_detail(loop.max_repeats))
-
-
-def _nudge(run: Run, message: Message) -> bool:
-    """Ask once more after an empty reply, keeping the transcript valid; False when the
-    model was already nudged."""
-    if run.nudged:
-        return False
-    run.nudged = True
-    kept = tuple(b for b in message.content if type(b) is not Text)  # e.g. thinking
-    if kept:
-        run.messages.append(Message("assistant", kept))
-        run.messages.append(Message.user(_NUDGE))
-    else:  # nothing to keep: the note joins the last user turn
-        last = run.messages[-1]
-        run.messages[-1] = Message("user", (*last.content, Text(_NUDGE)))
-    return True
 
 
 def _act(

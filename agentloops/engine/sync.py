@@ -34,7 +34,6 @@ from agentloops.engine.host import ToolHost
 from agentloops.events import Event, EventSink
 from agentloops.messages import ToolOutcome
 from agentloops.model import ModelResponse
-from agentloops.tools import with_call_key
 
 Events = Generator[Event, None, R]
 
@@ -208,10 +207,10 @@ class _Tools:
             if isinstance(executor, ThreadPoolExecutor):  # the caller's contextvars go along
                 ctx = contextvars.copy_context()
                 future: Future[ToolOutcome] = executor.submit(
-                    ctx.run, with_call_key, key, caller, call.name, call.args
+                    ctx.run, caller, call.name, call.args, key=key
                 )
             else:  # the key travels with the call to a remote worker
-                future = executor.submit(with_call_key, key, caller, call.name, call.args)
+                future = executor.submit(caller, call.name, call.args, key=key)
         except Exception as exc:  # e.g. an executor that is shut down
             future = Future()
             future.set_exception(exc)

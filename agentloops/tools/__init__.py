@@ -17,7 +17,7 @@ import importlib
 import re
 import sys
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -50,7 +50,6 @@ else:
 
     P = ParamSpec("P")
     R = TypeVar("R")
-T = TypeVar("T")
 
 Decision = Literal["allow", "deny", "ask"]
 ApprovalPolicy = Callable[[ToolCall], Decision]
@@ -72,26 +71,6 @@ def idempotency_key() -> str | None:
     a side-effecting tool changes, so that system can refuse to do the work twice.
     """
     return _CALL_KEY.get()
-
-
-def with_call_key(key: str, fn: Callable[..., T], *args: Any) -> T:
-    """Call `fn(*args)` with `key` as the current idempotency key: how a driver sets a
-    call's key (the one way; `awith_call_key` under asyncio)."""
-    token = _CALL_KEY.set(key)
-    try:
-        return fn(*args)
-    finally:
-        _CALL_KEY.reset(token)
-
-
-async def awith_call_key(key: str, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
-    """Await `fn(*args)` with `key` as the current idempotency key (`with_call_key` for a
-    coroutine function: the key holds until it is done)."""
-    token = _CALL_KEY.set(key)
-    try:
-        return await fn(*args)
-    finally:
-        _CALL_KEY.reset(token)
 
 
 ApprovalRule = Union[bool, Callable[[dict[str, Any]], object]]  # noqa: UP007 (a runtime alias)
@@ -521,18 +500,22 @@ class ToolRegistry:
             self._current()
         return len(self._tools)
 
-    def call(self, name: str, args: dict[str, Any]) -> ToolOutcome:
+    def call(self, name: str, args: dict[str, Any], *, key: str | None = None) -> ToolOutcome:
         """Run one tool and wait for it. Never raises for the tool's own failure.
 
         An `async def` tool runs to completion here (on a fresh event loop; under a
         running loop, in a helper thread: from async code use `acall`). Exceptions that
         are not `Exception`s (KeyboardInterrupt, SystemExit) propagate.
+
+        `key` is the call's idempotency key: what `idempotency_key()` returns while the
+        tool runs (the one place it is set; a loop's drivers give it).
         """
         start = time.perf_counter()
         ready = self._prepare(name, args, start)
         if isinstance(ready, ToolOutcome):
             return ready
         t, kwargs = ready
+        token = None if key is None else _CALL_KEY.set(key)
         try:
             if t.is_async:
                 value = t._runtime.run_coroutine(t.fn, kwargs, t.timeout)
@@ -542,22 +525,28 @@ class ToolRegistry:
                 value = t._runtime.run(t.fn, kwargs, t.timeout)
         except Exception as exc:
             return self._failed(t, exc, start)
+        finally:
+            if token is not None:
+                _CALL_KEY.reset(token)
         if type(value) is str and len(value) <= self.max_output_chars:
             return _outcome(value, False, time.perf_counter() - start)  # text that fits
         return self._finished(t, value, start)
 
-    async def acall(self, name: str, args: dict[str, Any]) -> ToolOutcome:
+    async def acall(
+        self, name: str, args: dict[str, Any], *, key: str | None = None
+    ) -> ToolOutcome:
         """Run one tool from async code: an `async def` tool is awaited on the running
         event loop, a sync one runs on a thread so the loop never blocks.
 
-        The same rules as `call`; cancelling the caller cancels an async tool, and
-        `CancelledError` propagates (a sync tool's thread runs on, counted as abandoned).
+        The same rules (and `key`) as `call`; cancelling the caller cancels an async tool,
+        and `CancelledError` propagates (a sync tool's thread runs on, counted as abandoned).
         """
         start = time.perf_counter()
         ready = self._prepare(name, args, start)
         if isinstance(ready, ToolOutcome):
             return ready
         t, kwargs = ready
+        token = None if key is None else _CALL_KEY.set(key)
         try:
             if t.is_async:
                 value = await t._runtime.arun(t.fn, kwargs, t.timeout)
@@ -567,6 +556,9 @@ class ToolRegistry:
                 value = await t._runtime.arun_in_thread(t.fn, kwargs, t.timeout)
         except Exception as exc:
             return self._failed(t, exc, start)
+        finally:
+            if token is not None:
+                _CALL_KEY.reset(token)
         return self._finished(t, value, start)
 
     # -- shared by call and acall: everything but running the function ----------------

@@ -18,6 +18,7 @@ from typing import Generic, Literal, TypeVar
 import pydantic
 
 from agentloops._json_text import json_in
+from agentloops._text import cut
 from agentloops._validation import field_errors
 from agentloops.engine import sync
 from agentloops.engine.effects import Machine
@@ -38,6 +39,8 @@ from agentloops.usage import Usage
 
 T = TypeVar("T", bound=pydantic.BaseModel)
 
+MAX_ERRORS_CHARS = 4000
+"""The validation errors sent back to the model are cut to this (head and tail)."""
 _CUT_OFF = (
     "your reply was cut off by the output limit before the JSON was complete; "
     "reply again with a shorter JSON object"
@@ -269,8 +272,10 @@ def _parse(schema: type[T], response: ModelResponse) -> T:
 
 def _errors(exc: Exception) -> str:
     if isinstance(exc, pydantic.ValidationError):
-        return "; ".join(field_errors(exc, root="(root)", width=None))
-    return str(exc)
+        text = "; ".join(field_errors(exc, root="(root)", width=None))
+    else:
+        text = str(exc)
+    return cut(text, MAX_ERRORS_CHARS, "[... {cut} of {total} characters of errors cut ...]")
 
 
 def _sendable(reply: Message) -> Message:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Literal
 
+from agentloops._text import cut
 from agentloops.engine.runs import Totals
 from agentloops.errors import raise_for_stop
 from agentloops.messages import ToolCall
@@ -180,5 +181,5 @@ def _step_text(react: ReActResult) -> str:
     last = react.messages[-1]
     seen = [r.content for r in last.tool_results] if last.role == "user" else []
     if seen:
-        parts.append("Last observations: " + " | ".join(seen)[:1000])
+        parts.append("Last observations: " + cut(" | ".join(seen), 1000))
     return " ".join(parts)

@@ -581,3 +581,10 @@ def test_outputs_that_need_a_fallback_still_become_text(value, text):
 
     outcome = ToolRegistry([give]).call("give", {})
     assert not outcome.is_error and outcome.content.startswith(text)
+
+
+def test_a_huge_invalid_value_is_quoted_cut_in_the_error_the_model_reads():
+    outcome = ToolRegistry([add]).call("add", {"a": "x" * 100_000, "b": 1})
+    assert outcome.is_error and "a: Input should be a valid integer" in outcome.content
+    assert "'xxx" in outcome.content and "[...]" in outcome.content
+    assert len(outcome.content) < 300

@@ -16,7 +16,6 @@ from typing import Any, Protocol, TypeVar
 import pydantic
 
 from agentloops.engine.effects import Emit, Machine
-from agentloops.engine.runner import new_run_id
 from agentloops.engine.runs import Clock, lifecycle
 from agentloops.errors import AgentLoopsError, PlanValidationError
 from agentloops.events import Event, PlanMade, Replanned, StepFinished, StepStarted
@@ -59,13 +58,13 @@ def machine(
     p: Settings,
     task: str,
     *,
-    run_id: str | None,
+    run_id: str,
     observed: bool,
     clock: Clock = time.perf_counter,
 ) -> Machine[PlanExecuteResult]:
     """A run (see `PlanAndExecute.machine`): a new one, or one whose journal is replayed
-    into it. It reads no store."""
-    run = _Run(p, RunState(run_id=run_id or new_run_id(), task=task), observed, clock)
+    into it. It reads no store; its id comes from outside."""
+    run = _Run(p, RunState(run_id=run_id, task=task), observed, clock)
     return run.lifecycle(run.steps())
 
 

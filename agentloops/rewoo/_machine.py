@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from agentloops.engine.effects import Emit, Machine
-from agentloops.engine.runner import new_run_id
 from agentloops.engine.runs import Clock, Totals, lifecycle
 from agentloops.errors import AgentLoopsError, PlanValidationError, ToolStepFailed
 from agentloops.events import PlanMade, Replanned
@@ -66,12 +65,12 @@ def machine(
     p: Settings,
     task: str,
     *,
-    run_id: str | None,
+    run_id: str,
     observed: bool,
     clock: Clock = time.perf_counter,
 ) -> Machine[ReWOOResult]:
-    """A run as a step machine (see `ReWOOPipeline.machine`)."""
-    run = Run(run_id=run_id or new_run_id())
+    """A run as a step machine (see `ReWOOPipeline.machine`); its id comes from outside."""
+    run = Run(run_id=run_id)
 
     def partial(exc: AgentLoopsError) -> ReWOOResult:
         # ToolStepFailed is raised with its result already built.

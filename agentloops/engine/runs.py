@@ -118,9 +118,6 @@ def call_model(
     cost to `totals`. `step` numbers the call for its events and the journal (default: the
     calls counted so far); a structured answer numbers its own attempts from 0. `role` says
     what the call is for (the cost per role: "planner", "solver"...).
-
-    ReAct's step spells the same two lines out, with the same `CallModel` and the same
-    `Totals.spend`: a generator per step costs more than the step can spare.
     """
     if step is None:
         step = totals.model_calls

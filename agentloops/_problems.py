@@ -4,10 +4,12 @@ A broken plan can have thousands of problems (5,000 steps with one id each repea
 a re-plan prompt that lists them all costs more than it helps. The list keeps the first
 `MAX_PROBLEMS`, each cut to `MAX_PROBLEM_CHARS`, and ends by saying how many more.
 
-Rule: a helper at the bottom of the package; it imports nothing from agentloops.
+Rule: a helper at the bottom of the package; it imports only `_text` from agentloops.
 """
 
 from __future__ import annotations
+
+from agentloops._text import cut
 
 MAX_PROBLEMS = 50
 MAX_PROBLEM_CHARS = 500
@@ -23,9 +25,8 @@ class Problems:
 
     def add(self, problem: str) -> None:
         if len(self.items) < self.limit:
-            if len(problem) > MAX_PROBLEM_CHARS:
-                problem = problem[: MAX_PROBLEM_CHARS - 20] + " [... cut short]"
-            self.items.append(problem)
+            # the head and the marker fit in MAX_PROBLEM_CHARS
+            self.items.append(cut(problem, MAX_PROBLEM_CHARS - 20, "[... cut short]", tail=False))
         else:
             self.more += 1
 

@@ -1,7 +1,9 @@
 """Cutting long text: one helper for every place that bounds what a model reads (tool
-outputs, evidence in a solver prompt, findings in a step prompt, a rejected plan).
+outputs, evidence in a solver prompt, findings in a step prompt, a rejected plan, the names
+and values quoted in a problem or a validation error).
 
-Rule: a helper at the bottom of the package; it imports nothing from agentloops.
+Rule: the bottom of the package: it imports nothing from agentloops (the other helpers
+import it).
 """
 
 from __future__ import annotations
@@ -40,3 +42,9 @@ def cut(
     head = room // 2
     end = text[total - (room - head) :] if room - head else ""
     return f"{text[:head]}\n{marker.format(cut=total - room, total=total)}\n{end}"
+
+
+def quoted(value: object, limit: int) -> str:
+    """`repr(value)`, cut to `limit` characters (and a marker): a name or a value quoted in
+    a message a model reads."""
+    return cut(repr(value), limit, "[...]", tail=False)

@@ -18,10 +18,12 @@ from typing import Generic, Literal, TypeVar
 import pydantic
 
 from agentloops._json_text import json_in
+from agentloops._text import cut
 from agentloops._validation import field_errors
 from agentloops.engine import sync
-from agentloops.engine.effects import CallModel, Machine
+from agentloops.engine.effects import Machine
 from agentloops.engine.host import NO_TOOLS as _NO_TOOLS
+from agentloops.engine.runs import Totals, call_model, empty, nudge
 from agentloops.errors import ConfigurationError, ModelOutputError
 from agentloops.events import EventSink
 from agentloops.messages import Message, Text, ToolResult
@@ -37,11 +39,12 @@ from agentloops.usage import Usage
 
 T = TypeVar("T", bound=pydantic.BaseModel)
 
+MAX_ERRORS_CHARS = 4000
+"""The validation errors sent back to the model are cut to this (head and tail)."""
 _CUT_OFF = (
     "your reply was cut off by the output limit before the JSON was complete; "
     "reply again with a shorter JSON object"
 )
-EMPTY_NUDGE = "Your reply was empty. Answer now."
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -132,13 +135,22 @@ def structured_machine(
     loop: str = "structured",
     run_id: str = "",
     role: str = "",
+    totals: Totals | None = None,
 ) -> Machine[StructuredReply[T]]:
     """`ask_structured` as a step machine: what every loop's planner, router and
     evaluator runs inside its own machine. `role` names what its calls are for (the
-    cost per role)."""
+    cost per role).
+
+    Every call adds to `totals` (a run's running totals; default: its own) as it is made,
+    so a run that fails here has counted its calls; the reply (or the `ModelOutputError`)
+    still says what this answer cost."""
     if max_retries < 0:
         raise ConfigurationError(f"max_retries must be >= 0, got {max_retries}")
-    return _structured(model, schema, prompt, system, max_retries, max_tokens, loop, run_id, role)
+    if totals is None:
+        totals = Totals()
+    return _structured(
+        model, schema, prompt, system, max_retries, max_tokens, loop, run_id, role, totals
+    )
 
 
 def _structured(
@@ -150,15 +162,15 @@ def _structured(
     max_tokens: int | None,
     loop: str,
     run_id: str,
-    role: str = "",
+    role: str,
+    totals: Totals,
 ) -> Machine[StructuredReply[T]]:
     messages = [Message.user(prompt)] if isinstance(prompt, str) else list(prompt)
     output = output_schema(schema)
-    usage, calls, raw, errors = Usage(), 0, "", ""
-    for _attempt in range(max_retries + 1):
+    mark, raw, errors = totals.mark(), "", ""
+    for attempt in range(max_retries + 1):
         request = ModelRequest(system, messages, max_tokens=max_tokens, output=output)
-        response: ModelResponse = yield CallModel(model, request, loop, run_id, calls, role)
-        usage, calls = usage + response.usage, calls + 1
+        response = yield from call_model(model, request, totals, loop, run_id, attempt, role)
         raw = _raw(response)
         try:
             value = _parse(schema, response)
@@ -169,7 +181,9 @@ def _structured(
             reply = _sendable(response.message)
             messages = [*messages, reply, _feedback(reply, errors)]
             continue
+        usage, calls = totals.since(mark)
         return StructuredReply(value=value, usage=usage, model_calls=calls, raw=raw)
+    usage, calls = totals.since(mark)
     raise ModelOutputError(
         f"{schema.__name__}: no valid output after {calls} attempts: {errors}",
         raw=raw,
@@ -192,11 +206,16 @@ def ask_text(
 ) -> ModelResponse:
     """One plain-text call from a fresh context (one user turn, no tools), with its events:
     how a ReWOO solver or a Plan-and-Execute reporter writes the answer. An empty reply
-    is asked for once more; `reply_stop` tells what the final reply means."""
+    is asked for once more (the response's usage then covers both calls); `reply_stop`
+    tells what the final reply means."""
+    totals = Totals(model_calls=step)
     machine = text_machine(
-        model, prompt, system=system, max_tokens=max_tokens, loop=loop, run_id=run_id, step=step
+        model, prompt, system=system, max_tokens=max_tokens, loop=loop, run_id=run_id, totals=totals
     )
-    return sync.run(machine, _NO_TOOLS, on_event)[0]
+    response = sync.run(machine, _NO_TOOLS, on_event)
+    if totals.model_calls - step == 1:
+        return response
+    return dataclasses.replace(response, usage=totals.usage)
 
 
 def text_machine(
@@ -207,26 +226,29 @@ def text_machine(
     max_tokens: int | None = None,
     loop: str = "text",
     run_id: str = "",
-    step: int = 0,
     role: str = "",
-) -> Machine[tuple[ModelResponse, int]]:
-    """`ask_text` as a step machine: the final response and how many calls it took.
-    When the first reply was empty and the model was asked again, the response's usage
-    covers both calls."""
-    request = ModelRequest(system, [Message.user(prompt)], max_tokens=max_tokens)
-    response: ModelResponse = yield CallModel(model, request, loop, run_id, step, role)
-    if reply_stop(response) != "empty":
-        return response, 1
-    again = Message("user", (Text(prompt), Text(EMPTY_NUDGE)))
-    retry = ModelRequest(system, [again], max_tokens=max_tokens)
-    second: ModelResponse = yield CallModel(model, retry, loop, run_id, step + 1, role)
-    return dataclasses.replace(second, usage=response.usage + second.usage), 2
+    totals: Totals | None = None,
+) -> Machine[ModelResponse]:
+    """`ask_text` as a step machine: the final response. Each call adds to `totals` (a
+    run's running totals; default: its own) and is numbered by them; `role` names what
+    the calls are for (the cost per role)."""
+    if totals is None:
+        totals = Totals()
+    messages = [Message.user(prompt)]
+    request = ModelRequest(system, messages, max_tokens=max_tokens)
+    response = yield from call_model(model, request, totals, loop, run_id, role=role)
+    if not empty(response):
+        return response
+    again = list(messages)  # the first request keeps what it sent
+    nudge(again, response.message, tools=False)
+    retry = ModelRequest(system, again, max_tokens=max_tokens)
+    return (yield from call_model(model, retry, totals, loop, run_id, role=role))
 
 
 def reply_stop(response: ModelResponse) -> AnswerStop | Literal["empty"]:
     """How a run ends on this final reply: `answer_stop` of its stop reason, or
     `"empty"` when it finished normally with no text at all."""
-    if response.stop_reason in ("end_turn", "stop_sequence") and not response.message.text.strip():
+    if empty(response):
         return "empty"
     return answer_stop(response.stop_reason)
 
@@ -250,8 +272,10 @@ def _parse(schema: type[T], response: ModelResponse) -> T:
 
 def _errors(exc: Exception) -> str:
     if isinstance(exc, pydantic.ValidationError):
-        return "; ".join(field_errors(exc, root="(root)", width=None))
-    return str(exc)
+        text = "; ".join(field_errors(exc, root="(root)", width=None))
+    else:
+        text = str(exc)
+    return cut(text, MAX_ERRORS_CHARS, "[... {cut} of {total} characters of errors cut ...]")
 
 
 def _sendable(reply: Message) -> Message:

@@ -109,3 +109,19 @@ def test_an_unclosed_object_is_reported_as_no_json():
     model = ScriptedModel(["Here: {", '{"name": "a", "population": 1}'])
     ask_structured(model, City, "q")
     assert "the reply held no JSON" in model.requests[1].messages[-1].text
+
+
+class Numbers(pydantic.BaseModel):
+    values: list[int]
+
+
+def test_the_errors_sent_back_are_cut_however_many_there_are():
+    from agentloops.structured import MAX_ERRORS_CHARS
+
+    bad = '{"values": [' + ", ".join(['"x"'] * 5000) + "]}"
+    model = ScriptedModel([bad, '{"values": [1]}'])
+    assert ask_structured(model, Numbers, "q").value.values == [1]
+    feedback = model.requests[1].messages[-1].text
+    assert "values.0: Input should be a valid integer" in feedback
+    assert "characters of errors cut" in feedback and "values.4999" in feedback  # head, tail
+    assert len(feedback) < MAX_ERRORS_CHARS + 300

@@ -35,7 +35,6 @@ from agentloops.errors import ModelError
 from agentloops.events import Event, EventSink
 from agentloops.messages import ToolOutcome
 from agentloops.model import ModelResponse
-from agentloops.tools import with_call_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,7 +220,7 @@ class _Tools:
         if host.executor is None:
             return await host.acall(effect)
         caller = host.caller(call.name)
-        future = host.executor.submit(with_call_key, effect.call_key, caller, call.name, call.args)
+        future = host.executor.submit(caller, call.name, call.args, key=effect.call_key)
         try:
             return await asyncio.wrap_future(future)
         except asyncio.CancelledError:

@@ -8,12 +8,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Any
 
 from agentloops._pickling import ensure_picklable, pickler_for
 from agentloops.engine.effects import StartTool
 from agentloops.messages import ToolOutcome
-from agentloops.tools import _CALL_KEY, ToolRegistry, with_call_key
+from agentloops.tools import ToolRegistry
+
+Caller = Callable[..., ToolOutcome]
+"""A registry's `call`: `(name, args, *, key)` to a `ToolOutcome`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,8 +29,9 @@ class ToolHost:
     registry: ToolRegistry
     executor: Executor | None = None
 
-    def caller(self, name: str) -> Callable[[str, dict[str, Any]], ToolOutcome]:
-        """What to submit to the executor for calls of tool `name`.
+    def caller(self, name: str) -> Caller:
+        """What to submit to the executor for calls of tool `name`, as
+        `caller(name, args, key=idempotency_key)`.
 
         A process or cluster executor gets a registry holding only that tool, checked for
         pickling first, so only the tools a run uses travel.
@@ -47,20 +50,13 @@ class ToolHost:
     def call(self, effect: StartTool) -> ToolOutcome:
         """One call, here, with its idempotency key set for the tool to read."""
         call = effect.call
-        outcome: ToolOutcome = with_call_key(
-            effect.call_key, self.registry.call, call.name, call.args
-        )
-        return outcome
+        return self.registry.call(call.name, call.args, key=effect.call_key)
 
     async def acall(self, effect: StartTool) -> ToolOutcome:
         """One call under asyncio (an `async def` tool on the loop, a sync one in a
         thread), with its idempotency key set."""
         call = effect.call
-        token = _CALL_KEY.set(effect.call_key)
-        try:
-            return await self.registry.acall(call.name, call.args)
-        finally:
-            _CALL_KEY.reset(token)
+        return await self.registry.acall(call.name, call.args, key=effect.call_key)
 
 
 NO_TOOLS = ToolHost(ToolRegistry())

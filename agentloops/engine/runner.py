@@ -39,7 +39,9 @@ Rebuild = Callable[[dict[str, Any], str, bool], Machine[R]]
 
 
 def new_run_id() -> str:
-    """A fresh run id (twelve hex digits): every loop's, when the caller gives none."""
+    """A fresh run id (twelve hex digits): the one rule for a run the caller gave no id,
+    whether the runner opens it or a loop's `machine()` (or a ReWOO stage) is called alone.
+    A machine never makes one: its id comes in, like its outcomes."""
     return os.urandom(6).hex()
 
 

@@ -1,6 +1,6 @@
 """What every run shares, written once for all loops: the running totals, the model call
-that adds to them, and the run's life (start and finish events, the partial result
-attached to a failure).
+that adds to them, the nudge after an empty reply, the tool calls of a turn, and the run's
+life (start and finish events, the partial result attached to a failure).
 
 Rule: shared by the loops' machines; no I/O, and no loop's own decisions.
 """
@@ -14,7 +14,7 @@ from typing import Any, Protocol, TypeVar
 from agentloops.engine.effects import CallModel, Emit, Machine, NextTool, StartTool
 from agentloops.errors import AgentLoopsError
 from agentloops.events import RunFinished, RunStarted
-from agentloops.messages import ToolCall, ToolOutcome
+from agentloops.messages import Message, Text, ToolCall, ToolOutcome
 from agentloops.model import ModelClient, ModelRequest, ModelResponse
 from agentloops.usage import Usage
 
@@ -37,8 +37,9 @@ Clock = Callable[[], float]
 class Totals:
     """A run's running totals: tokens and model calls (and tool calls, where counted).
 
-    Counts are kept as plain integers (a `Usage` is built when asked for), so adding a
-    step's usage costs no allocation.
+    Every model call a machine makes adds to them through `call_model`, structured and
+    text calls included, so no loop adds a reply's usage by hand. Counts are kept as plain
+    integers (a `Usage` is built when asked for), so a step's usage costs no allocation.
     """
 
     __slots__ = ("cache_read", "cache_write", "input", "model_calls", "output", "tool_calls")
@@ -65,12 +66,32 @@ class Totals:
     def total_tokens(self) -> int:
         return self.input + self.output + self.cache_read + self.cache_write
 
-    def spend(self, usage: Usage, model_calls: int = 1) -> None:
+    def spend(self, usage: Usage) -> None:
+        """Add one model call and what it cost."""
         self.input += usage.input_tokens
         self.output += usage.output_tokens
         self.cache_read += usage.cache_read_tokens
         self.cache_write += usage.cache_write_tokens
-        self.model_calls += model_calls
+        self.model_calls += 1
+
+    def mark(self) -> Mark:
+        """Where the totals stand now; `since` tells what was spent after it."""
+        return (self.input, self.output, self.cache_read, self.cache_write, self.model_calls)
+
+    def since(self, mark: Mark) -> tuple[Usage, int]:
+        """The usage and the model calls spent since `mark` (one structured answer's cost)."""
+        input_, output, cache_read, cache_write, calls = mark
+        spent = Usage(
+            input_tokens=self.input - input_,
+            output_tokens=self.output - output,
+            cache_read_tokens=self.cache_read - cache_read,
+            cache_write_tokens=self.cache_write - cache_write,
+        )
+        return spent, self.model_calls - calls
+
+
+Mark = tuple[int, int, int, int, int]
+"""`Totals.mark()`: the four token counts and the model calls, at one moment."""
 
 
 class Stop(AgentLoopsError):
@@ -85,12 +106,53 @@ class Stop(AgentLoopsError):
 
 
 def call_model(
-    client: ModelClient, request: ModelRequest, totals: Totals, loop: str, run_id: str
+    client: ModelClient,
+    request: ModelRequest,
+    totals: Totals,
+    loop: str,
+    run_id: str,
+    step: int | None = None,
+    role: str = "",
 ) -> Machine[ModelResponse]:
-    """Ask the driver for one model call, and add what it cost to `totals`."""
-    response: ModelResponse = yield CallModel(client, request, loop, run_id, totals.model_calls)
+    """The one way a machine calls a model: ask the driver for the call, and add what it
+    cost to `totals`. `step` numbers the call for its events and the journal (default: the
+    calls counted so far); a structured answer numbers its own attempts from 0. `role` says
+    what the call is for (the cost per role: "planner", "solver"...).
+
+    ReAct's step, the one hot path, yields the same `CallModel` and calls the same
+    `Totals.spend` itself: this generator would cost it about 3% of a step.
+    """
+    if step is None:
+        step = totals.model_calls
+    response: ModelResponse = yield CallModel(client, request, loop, run_id, step, role)
     totals.spend(response.usage)
     return response
+
+
+def empty(response: ModelResponse) -> bool:
+    """Whether a reply finished normally with no text at all (blank text counts as none)."""
+    return (
+        response.stop_reason in ("end_turn", "stop_sequence") and not response.message.text.strip()
+    )
+
+
+EMPTY_NUDGE = "Your reply was empty. Answer the task"
+
+
+def nudge(messages: list[Message], reply: Message, *, tools: bool) -> None:
+    """Ask once more after an empty `reply`, on `messages` (changed in place), keeping the
+    transcript valid: what the reply held besides text (thinking) is kept and the note
+    follows it; with nothing to keep, the note joins the last user turn. `tools` says
+    whether the request offers tools, and so whether the note suggests one.
+    """
+    note = Text(f"{EMPTY_NUDGE}, or call a tool." if tools else f"{EMPTY_NUDGE}.")
+    kept = tuple(b for b in reply.content if type(b) is not Text)  # e.g. thinking
+    if kept:
+        messages.append(Message("assistant", kept))
+        messages.append(Message("user", (note,)))
+    else:
+        last = messages[-1]
+        messages[-1] = Message("user", (*last.content, note))
 
 
 def lifecycle(

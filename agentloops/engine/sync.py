@@ -34,7 +34,6 @@ from agentloops.engine.host import ToolHost
 from agentloops.events import Event, EventSink
 from agentloops.messages import ToolOutcome
 from agentloops.model import ModelResponse
-from agentloops.tools import _CALL_KEY, with_call_key
 
 Events = Generator[Event, None, R]
 
@@ -74,7 +73,6 @@ def drive(
     """
     tools = _Tools(host, observed)
     queued = tools.queued
-    registry, key_var = host.registry, _CALL_KEY
     quiet = not observed and not streaming
     inline = host.executor is None
     try:
@@ -93,12 +91,7 @@ def drive(
                 elif kind is NextTool:
                     if not observed and inline and len(queued) == 1 and not tools.running:
                         lone = queued.pop()  # a lone call runs inline, on this thread
-                        call = lone.call
-                        token = key_var.set(lone.call_key)
-                        try:
-                            outcome = call.id, registry.call(call.name, call.args)
-                        finally:
-                            key_var.reset(token)
+                        outcome = lone.call.id, host.call(lone)
                     else:
                         outcome = yield from tools.next()
                 elif kind is Emit:
@@ -214,10 +207,10 @@ class _Tools:
             if isinstance(executor, ThreadPoolExecutor):  # the caller's contextvars go along
                 ctx = contextvars.copy_context()
                 future: Future[ToolOutcome] = executor.submit(
-                    ctx.run, with_call_key, key, caller, call.name, call.args
+                    ctx.run, caller, call.name, call.args, key=key
                 )
             else:  # the key travels with the call to a remote worker
-                future = executor.submit(with_call_key, key, caller, call.name, call.args)
+                future = executor.submit(caller, call.name, call.args, key=key)
         except Exception as exc:  # e.g. an executor that is shut down
             future = Future()
             future.set_exception(exc)

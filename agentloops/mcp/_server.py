@@ -21,7 +21,7 @@ from mcp.server.lowlevel import Server
 
 from agentloops.errors import ConfigurationError
 from agentloops.messages import ToolOutcome
-from agentloops.tools import Tool, ToolRegistry, with_call_key
+from agentloops.tools import Tool, ToolRegistry
 
 from ._session import KEY_META
 
@@ -143,11 +143,9 @@ def _tools_server(registry: ToolRegistry, name: str) -> Server[Any]:
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         key = (params.meta or {}).get(KEY_META)
-        call = registry.acall(params.name, dict(params.arguments or {}))
-        if not isinstance(key, str):
-            return _result(await call)
-        # The task copies the context as it is made, with the client's key in it.
-        return _result(await with_call_key(key, asyncio.ensure_future, call))
+        arguments = dict(params.arguments or {})
+        key = key if isinstance(key, str) else None
+        return _result(await registry.acall(params.name, arguments, key=key))
 
     return Server(name, on_list_tools=list_tools, on_call_tool=call_tool)
 

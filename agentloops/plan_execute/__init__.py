@@ -22,7 +22,7 @@ from typing import Any
 from agentloops.engine.effects import Machine
 from agentloops.engine.host import ToolHost
 from agentloops.engine.meter import meter_for
-from agentloops.engine.runner import Opening, Runner
+from agentloops.engine.runner import Opening, Runner, new_run_id
 from agentloops.engine.runs import Clock
 from agentloops.engine.session import check_store
 from agentloops.errors import ConfigurationError, check_limits
@@ -272,6 +272,9 @@ class PlanAndExecute:
         observed: bool = False,
         clock: Clock = time.perf_counter,
     ) -> Machine[PlanExecuteResult]:
-        """The run as a step machine (see `agentloops.engine`). It reads no store: a run is
-        resumed by replaying its journal into this machine (`agentloops.engine.durable`)."""
-        return _machine.machine(self, task, run_id=run_id, observed=observed, clock=clock)
+        """The run as a step machine (see `agentloops.engine`), under `run_id` (without one,
+        a new one). It reads no store: a run is resumed by replaying its journal into this
+        machine (`agentloops.engine.durable`)."""
+        return _machine.machine(
+            self, task, run_id=run_id or new_run_id(), observed=observed, clock=clock
+        )

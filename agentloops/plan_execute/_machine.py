@@ -16,9 +16,8 @@ from typing import Any, Protocol, TypeVar
 import pydantic
 
 from agentloops.engine.effects import Emit, Machine
-from agentloops.engine.runner import new_run_id
 from agentloops.engine.runs import Clock, lifecycle
-from agentloops.errors import AgentLoopsError, ModelOutputError, PlanValidationError
+from agentloops.errors import AgentLoopsError, PlanValidationError
 from agentloops.events import Event, PlanMade, Replanned, StepFinished, StepStarted
 from agentloops.model import ModelClient
 from agentloops.plan_execute.prompts import (
@@ -59,13 +58,13 @@ def machine(
     p: Settings,
     task: str,
     *,
-    run_id: str | None,
+    run_id: str,
     observed: bool,
     clock: Clock = time.perf_counter,
 ) -> Machine[PlanExecuteResult]:
     """A run (see `PlanAndExecute.machine`): a new one, or one whose journal is replayed
-    into it. It reads no store."""
-    run = _Run(p, RunState(run_id=run_id or new_run_id(), task=task), observed, clock)
+    into it. It reads no store; its id comes from outside."""
+    run = _Run(p, RunState(run_id=run_id, task=task), observed, clock)
     return run.lifecycle(run.steps())
 
 
@@ -160,17 +159,16 @@ class _Run:
 
     def _report(self) -> Machine[None]:
         p, state = self.p, self.state
-        response, calls = yield from text_machine(
+        response = yield from text_machine(
             p.reporter,
             report_prompt(state),
             system=p.reporter_system,
             max_tokens=p.max_tokens,
             loop=LOOP,
             run_id=state.run_id,
-            step=state.model_calls,
+            totals=state.totals,
             role="reporter",
         )
-        state.spend(response.usage, calls)
         state.answer = response.message.text
         state.stop_reason = reply_stop(response)
         state.detail = f"reporter stop_reason={response.stop_reason}"
@@ -188,9 +186,9 @@ class _Run:
             max_tokens=p.max_tokens,
             loop=LOOP,
             run_id=state.run_id,
+            totals=state.totals,
             role=role,
         )
-        state.spend(reply.usage, reply.model_calls)
         return reply.value
 
     def lifecycle(self, body: Machine[PlanExecuteResult]) -> Machine[PlanExecuteResult]:
@@ -199,8 +197,6 @@ class _Run:
         def partial(exc: AgentLoopsError) -> PlanExecuteResult:
             """What finished, attached to a failure (the journal holds it, so `resume`
             continues)."""
-            if isinstance(exc, ModelOutputError):
-                state.spend(exc.usage, exc.model_calls)
             i = state.next_step()
             if isinstance(exc.result, ReActResult) and i is not None:  # the step that failed
                 step = state.steps[i]

@@ -34,6 +34,9 @@ Write the final answer to the user's task from the results of the executed steps
 only what the step results support. Where a step is marked incomplete, say what is \
 missing instead of guessing."""
 
+MAX_REJECTED_PLAN = 8000
+"""A re-plan prompt quotes at most this much of the rejected plan (head and tail)."""
+
 REPLANNER_SYSTEM = """You are the replanner of a Plan-and-Execute agent.
 Given the task, the plan and the findings so far, decide whether the remaining steps \
 still make sense. Answer revise=false to keep them. Answer revise=true with the new \
@@ -57,8 +60,13 @@ def planning_prompt(
     if rejected is not None:
         plan, problems = rejected
         listed_problems = "\n".join(f"- {p}" for p in problems)
+        shown = cut(
+            plan.model_dump_json(),
+            MAX_REJECTED_PLAN,
+            "[... {cut} of {total} characters of the plan cut ...]",
+        )
         parts.append(
-            f"Your previous plan was rejected:\n{plan.model_dump_json()}\n"
+            f"Your previous plan was rejected:\n{shown}\n"
             f"Problems:\n{listed_problems}\nWrite a new plan without these problems."
         )
     return "\n\n".join(parts)

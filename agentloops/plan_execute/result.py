@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Literal
 
+from agentloops._text import cut
+from agentloops.engine.runs import Totals
 from agentloops.errors import raise_for_stop
 from agentloops.messages import ToolCall
 from agentloops.plan_execute.schema import Plan, PlanRevision, PlanStep, plan_problems
@@ -91,9 +93,8 @@ class RunState:
     task: str
     plan: Plan = field(default_factory=lambda: Plan(steps=[]))
     steps: list[StepRecord] = field(default_factory=list)
-    usage: Usage = field(default_factory=Usage)
+    totals: Totals = field(default_factory=Totals)
     """Planner, replanner and reporter calls (the steps keep their own)."""
-    model_calls: int = 0
     replans: int = 0
     reviewed: int = -1
     """Index of the last step after which the replanner was asked."""
@@ -109,9 +110,6 @@ class RunState:
             if s.status in ("pending", "paused"):
                 return i
         return None
-
-    def spend(self, usage: Usage, model_calls: int) -> None:
-        self.usage, self.model_calls = self.usage + usage, self.model_calls + model_calls
 
     def record(self, i: int, react: ReActResult) -> None:
         """Take step `i`'s ReAct result: paused, done, or incomplete (and say why)."""
@@ -158,8 +156,8 @@ class RunState:
             answer=self.answer,
             plan=self.plan,
             step_results=[s.result for s in self.steps],
-            usage=sum((s.usage for s in self.steps), self.usage),
-            model_calls=self.model_calls + sum(s.model_calls for s in self.steps),
+            usage=sum((s.usage for s in self.steps), self.totals.usage),
+            model_calls=self.totals.model_calls + sum(s.model_calls for s in self.steps),
             run_id=self.run_id,
             stop_reason=stop,
             step_status=[s.status for s in self.steps],
@@ -183,5 +181,5 @@ def _step_text(react: ReActResult) -> str:
     last = react.messages[-1]
     seen = [r.content for r in last.tool_results] if last.role == "user" else []
     if seen:
-        parts.append("Last observations: " + " | ".join(seen)[:1000])
+        parts.append("Last observations: " + cut(" | ".join(seen), 1000))
     return " ".join(parts)

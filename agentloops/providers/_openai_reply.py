@@ -20,6 +20,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentloops._json_text import parse_json
+from agentloops._text import quoted
 from agentloops._validation import field_errors
 from agentloops.errors import ModelError
 from agentloops.messages import Message, Text, ToolCall
@@ -151,7 +152,7 @@ def parse_arguments(raw: Any) -> dict[str, Any]:
     if isinstance(raw, dict):
         return raw
     if not isinstance(raw, str):
-        return {INVALID_ARGUMENTS: f"arguments must be a JSON object, got {raw!r:.200}"}
+        return {INVALID_ARGUMENTS: f"arguments must be a JSON object, got {quoted(raw, 200)}"}
     try:
         # strict=False: a raw newline or tab inside a string (small models write them) is kept
         value = json.loads(raw, strict=False)
@@ -159,13 +160,13 @@ def parse_arguments(raw: Any) -> dict[str, Any]:
             value = json.loads(value, strict=False)  # double-encoded by some small models
     except ValueError as exc:
         return {
-            INVALID_ARGUMENTS: f"the arguments were not valid JSON ({exc}): {raw!r:.200}. "
+            INVALID_ARGUMENTS: f"the arguments were not valid JSON ({exc}): {quoted(raw, 200)}. "
             "Call the tool again with a JSON object."
         }
     if not isinstance(value, dict):
         return {
             INVALID_ARGUMENTS: f"the arguments must be a JSON object, got "
-            f"{type(value).__name__}: {raw!r:.200}"
+            f"{type(value).__name__}: {quoted(raw, 200)}"
         }
     return value
 

@@ -15,7 +15,7 @@ from typing import Any
 from agentloops.engine.effects import Machine
 from agentloops.engine.host import ToolHost
 from agentloops.engine.meter import meter_for
-from agentloops.engine.runner import Opening, Runner
+from agentloops.engine.runner import Opening, Runner, new_run_id
 from agentloops.engine.runs import Clock
 from agentloops.errors import check_limits
 from agentloops.events import Event, EventSink
@@ -272,10 +272,16 @@ class ReActLoop:
         """The run as a step machine, for a driver (or a test) to perform: it yields
         effects (`agentloops.engine.effects`) and returns the `ReActResult`.
 
-        `observed` makes it emit events; `clock` times the run for `RunFinished`.
+        `observed` makes it emit events; `clock` times the run for `RunFinished`; without a
+        `run_id` the run gets a new one (`engine.runner.new_run_id`).
         """
         return _machine.machine(
-            self, task, run_id=run_id, parent_run_id=parent_run_id, observed=observed, clock=clock
+            self,
+            task,
+            run_id=run_id or new_run_id(),
+            parent_run_id=parent_run_id,
+            observed=observed,
+            clock=clock,
         )
 
     def resume_machine(

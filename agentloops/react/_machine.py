@@ -14,8 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from agentloops.engine.effects import CallModel, Decide, Emit, Machine, NextTool, StartTool
-from agentloops.engine.runner import new_run_id
-from agentloops.engine.runs import Clock, Totals, call_model, lifecycle, run_tools
+from agentloops.engine.runs import Clock, Totals, call_model, empty, lifecycle, nudge, run_tools
 from agentloops.errors import AgentLoopsError, ConfigurationError
 from agentloops.events import ApprovalRequested
 from agentloops.messages import (
@@ -40,7 +39,6 @@ _REFUSED = "not run: the reply that asked for this call was a refusal"
 _NO_TOOLS = "not run: tools are disabled for this final answer"
 _DENIED = "denied: this call was not approved, so it did not run"
 _FINAL = "The step limit is reached. Answer now from what you have; no more tools."
-_NUDGE = "Your reply was empty. Answer the task, or call a tool."
 
 
 class Settings(Protocol):
@@ -63,7 +61,16 @@ class Settings(Protocol):
 class Run:
     """A run's state, as its machine changes it (a plain class: one is built per run)."""
 
-    __slots__ = ("messages", "nudged", "run_id", "seen_ids", "steps", "totals", "turns")
+    __slots__ = (
+        "messages",
+        "next_tool",
+        "nudged",
+        "run_id",
+        "seen_ids",
+        "steps",
+        "totals",
+        "turns",
+    )
 
     def __init__(
         self,
@@ -81,18 +88,19 @@ class Run:
         self.seen_ids = {c.id for m in messages for c in m.tool_calls} if messages[1:] else set()
         self.turns = window(max_repeats)  # the stall guard's last turns
         self.nudged = False
+        self.next_tool = NextTool(LOOP, run_id)  # the same ask every step: built once
 
 
 def machine(
     loop: Settings,
     task: str | Sequence[Message],
     *,
-    run_id: str | None,
+    run_id: str,
     parent_run_id: str | None,
     observed: bool,
     clock: Clock = time.perf_counter,
 ) -> Machine[ReActResult]:
-    """A new run as a step machine (see `ReActLoop.machine`)."""
+    """A new run as a step machine (see `ReActLoop.machine`); its id comes from outside."""
     if isinstance(task, str):
         messages = [_user_turn((Text(task),))]
     else:
@@ -101,7 +109,7 @@ def machine(
         if messages[-1].role != "user":
             raise ConfigurationError("a transcript passed to run() must end on a user turn")
     # By position: on Python 3.11 a class call with keywords costs a third more.
-    run = Run(messages, run_id or new_run_id(), loop.max_repeats)
+    run = Run(messages, run_id, loop.max_repeats)
     return _lifecycle(run, steps(loop, run, observed), observed, clock, parent_run_id)
 
 
@@ -168,7 +176,6 @@ def steps(loop: Settings, run: Run, observed: bool) -> Machine[ReActResult]:
     )
     totals, messages, run_id, model = run.totals, run.messages, run.run_id, loop.model
     budget, per_turn, tools = loop.max_total_tokens, loop.max_calls_per_turn, loop.tools
-    next_tool = NextTool(LOOP, run_id)  # the same ask every step: built once
     dynamic = tools.dynamic  # a toolset's tools may change between model calls
     seen = tools.revision
     while True:
@@ -182,6 +189,7 @@ def steps(loop: Settings, run: Run, observed: bool) -> Machine[ReActResult]:
         if budget is not None and totals.total_tokens >= budget:
             why = f"max_total_tokens={budget} reached after {totals.total_tokens} tokens"
             return _result(run, "budget", why)
+        # call_model's two lines, spelled out: a generator per step costs about 3% of it
         response = yield CallModel(model, request, LOOP, run_id, totals.model_calls)
         totals.spend(response.usage)
         run.steps += 1
@@ -192,8 +200,10 @@ def steps(loop: Settings, run: Run, observed: bool) -> Machine[ReActResult]:
             if reason == "pause_turn":
                 messages.append(message)
                 continue  # the provider paused a long turn; sending it back continues it
-            if reason in ("end_turn", "stop_sequence") and not message.text.strip():
-                if _nudge(run, message):
+            if empty(response):
+                if not run.nudged:  # once: a second empty reply ends the run
+                    run.nudged = True
+                    nudge(messages, message, tools=bool(request.tools))
                     continue
                 return _result(run, "empty", "the model's reply was empty twice")
             messages.append(message)
@@ -212,12 +222,9 @@ def steps(loop: Settings, run: Run, observed: bool) -> Machine[ReActResult]:
             messages.append(_unanswered(asked, f"not run: {why}"))
             return _result(run, "max_tool_calls", why)
         if len(asked) == 1 and loop.approval is None and asked[0].name not in tools.asking:
-            # The common case, spelled out: one call, no policy, no nesting.
-            call = asked[0]
-            yield StartTool(call, LOOP, run_id)
-            _, outcome = yield next_tool
-            totals.tool_calls += 1
-            results = [_tool_result(call.id, outcome.content, outcome.is_error)]
+            # The common turn: one call that no policy or tool rule vets, run without
+            # `_act`'s verdicts, slicing and decisions (the same calls, the same results).
+            results = yield from _run_calls(loop, run, asked)
         else:
             calls, over = asked[:per_turn], asked[per_turn:]
             results, pending = yield from _act(loop, run, calls)
@@ -236,22 +243,6 @@ def steps(loop: Settings, run: Run, observed: bool) -> Machine[ReActResult]:
             return _result(run, "stalled", stall_detail(loop.max_repeats))
 
 
-def _nudge(run: Run, message: Message) -> bool:
-    """Ask once more after an empty reply, keeping the transcript valid; False when the
-    model was already nudged."""
-    if run.nudged:
-        return False
-    run.nudged = True
-    kept = tuple(b for b in message.content if type(b) is not Text)  # e.g. thinking
-    if kept:
-        run.messages.append(Message("assistant", kept))
-        run.messages.append(Message.user(_NUDGE))
-    else:  # nothing to keep: the note joins the last user turn
-        last = run.messages[-1]
-        run.messages[-1] = Message("user", (*last.content, Text(_NUDGE)))
-    return True
-
-
 def _act(
     loop: Settings,
     run: Run,
@@ -259,21 +250,31 @@ def _act(
     decide: Callable[[ToolCall], str] | None = None,
 ) -> Machine[tuple[list[ToolResult], list[ToolCall]]]:
     """Results for the calls decided now, and the calls that wait for a human."""
-    limit = loop.max_parallel_tools
     if decide is None and not _needs_policy(loop, calls):
-        outcomes = yield from run_tools(calls, limit, LOOP, run.run_id)
-        run.totals.tool_calls += len(calls)
-        return [_answer(c, outcomes[c.id]) for c in calls], []
+        return (yield from _run_calls(loop, run, calls)), []
     verdicts = {c.id: (decide or _policy(loop))(c) for c in calls}
-    allowed = [c for c in calls if verdicts[c.id] == "allow"]
-    outcomes = yield from run_tools(allowed, limit, LOOP, run.run_id)
-    run.totals.tool_calls += len(allowed)
+    allowed = yield from _run_calls(loop, run, [c for c in calls if verdicts[c.id] == "allow"])
+    ran = {r.call_id: r for r in allowed}
     results = [
-        _answer(c, outcomes[c.id]) if verdicts[c.id] == "allow" else ToolResult(c.id, _DENIED, True)
+        ran[c.id] if verdicts[c.id] == "allow" else ToolResult(c.id, _DENIED, True)
         for c in calls
         if verdicts[c.id] != "ask"
     ]
     return results, [c for c in calls if verdicts[c.id] == "ask"]
+
+
+def _run_calls(loop: Settings, run: Run, calls: list[ToolCall]) -> Machine[list[ToolResult]]:
+    """Run calls that may run, counting them; their results in the order asked. Every
+    turn's calls run here, whichever way the turn came."""
+    if len(calls) == 1:  # the common turn, without run_tools' bookkeeping
+        call = calls[0]
+        yield StartTool(call, LOOP, run.run_id)
+        _, outcome = yield run.next_tool
+        run.totals.tool_calls += 1
+        return [_answer(call, outcome)]
+    outcomes = yield from run_tools(calls, loop.max_parallel_tools, LOOP, run.run_id)
+    run.totals.tool_calls += len(calls)
+    return [_answer(c, outcomes[c.id]) for c in calls]
 
 
 def _needs_policy(loop: Settings, calls: list[ToolCall]) -> bool:
@@ -371,7 +372,7 @@ def _result(
 
 def _answer(call: ToolCall, outcome: ToolOutcome) -> ToolResult:
     """The result the model sees for a call that ran."""
-    return ToolResult(call.id, outcome.content, outcome.is_error)
+    return _tool_result(call.id, outcome.content, outcome.is_error)
 
 
 def _decided(decisions: dict[str, bool]) -> Callable[[ToolCall], str]:

@@ -24,7 +24,7 @@ from agentloops.engine import sync
 from agentloops.engine.effects import Machine
 from agentloops.engine.host import ToolHost
 from agentloops.engine.meter import meter_for
-from agentloops.engine.runner import Opening, Runner
+from agentloops.engine.runner import Opening, Runner, new_run_id
 from agentloops.engine.runs import Clock
 from agentloops.errors import ConfigurationError, PlanValidationError, check_limits
 from agentloops.events import Event, EventSink
@@ -199,19 +199,20 @@ class ReWOOPipeline:
 
     # -- the three stages, public so each can be used (and tested) alone ------------
 
-    def plan(self, task: str, *, run_id: str = "") -> ReWOOPlan:
+    def plan(self, task: str, *, run_id: str | None = None) -> ReWOOPlan:
         """Ask the planner for a plan and validate it (re-planning up to `max_replans`).
 
         Raises:
             PlanValidationError: the last plan was still invalid.
             ModelOutputError: the planner's output never matched the plan schema.
         """
-        run = _machine.Run(run_id=run_id)
+        run = _machine.Run(run_id=run_id or new_run_id())
         machine = _machine.plan_machine(self, run, task, self.on_event is not None)
         return sync.run(machine, self._host(), self.on_event)
 
-    def work(self, plan: ReWOOPlan, *, run_id: str = "") -> dict[str, ToolOutcome]:
-        """Run the plan's tool calls (never the model); evidence in plan order.
+    def work(self, plan: ReWOOPlan, *, run_id: str | None = None) -> dict[str, ToolOutcome]:
+        """Run the plan's tool calls (never the model); evidence in plan order. The calls'
+        idempotency keys come from `run_id` (default: a new one, as for a run).
 
         Raises:
             PlanValidationError: the plan is invalid; nothing was dispatched.
@@ -219,7 +220,7 @@ class ReWOOPipeline:
                 carries the evidence of the steps that finished.
         """
         validate_plan(plan, self.tools, max_steps=self.max_plan_steps)
-        run = _machine.Run(run_id=run_id, plan=plan)
+        run = _machine.Run(run_id=run_id or new_run_id(), plan=plan)
 
         def body() -> Machine[dict[str, ToolOutcome]]:
             done = yield from _machine.work(self, run, plan, self.on_event is not None)
@@ -235,7 +236,7 @@ class ReWOOPipeline:
         plan: ReWOOPlan,
         evidence: Mapping[str, ToolOutcome],
         *,
-        run_id: str = "",
+        run_id: str | None = None,
         skipped: Iterable[str] | None = None,
     ) -> str:
         """One solver call: the answer from the task and every step's evidence.
@@ -243,7 +244,7 @@ class ReWOOPipeline:
         `skipped` names the steps that were not run (the worker's record); by default,
         the error evidence that says "not run" (as `work` writes it).
         """
-        run = _machine.Run(run_id=run_id)
+        run = _machine.Run(run_id=run_id or new_run_id())
         if skipped is None:
             skipped = [k for k, o in evidence.items() if o.is_error and _machine.not_run(o)]
         machine = _machine.solve(self, run, task, plan, evidence, list(skipped))
@@ -325,5 +326,8 @@ class ReWOOPipeline:
         observed: bool = False,
         clock: Clock = time.perf_counter,
     ) -> Machine[ReWOOResult]:
-        """The run as a step machine (see `agentloops.engine`): plan, work, solve."""
-        return _machine.machine(self, task, run_id=run_id, observed=observed, clock=clock)
+        """The run as a step machine (see `agentloops.engine`): plan, work, solve (without a
+        `run_id`, under a new one)."""
+        return _machine.machine(
+            self, task, run_id=run_id or new_run_id(), observed=observed, clock=clock
+        )

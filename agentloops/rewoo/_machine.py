@@ -14,9 +14,8 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from agentloops.engine.effects import Emit, Machine
-from agentloops.engine.runner import new_run_id
 from agentloops.engine.runs import Clock, Totals, lifecycle
-from agentloops.errors import AgentLoopsError, ModelOutputError, PlanValidationError, ToolStepFailed
+from agentloops.errors import AgentLoopsError, PlanValidationError, ToolStepFailed
 from agentloops.events import PlanMade, Replanned
 from agentloops.messages import ToolOutcome
 from agentloops.model import ModelClient, ModelResponse
@@ -66,12 +65,12 @@ def machine(
     p: Settings,
     task: str,
     *,
-    run_id: str | None,
+    run_id: str,
     observed: bool,
     clock: Clock = time.perf_counter,
 ) -> Machine[ReWOOResult]:
-    """A run as a step machine (see `ReWOOPipeline.machine`)."""
-    run = Run(run_id=run_id or new_run_id())
+    """A run as a step machine (see `ReWOOPipeline.machine`); its id comes from outside."""
+    run = Run(run_id=run_id)
 
     def partial(exc: AgentLoopsError) -> ReWOOResult:
         # ToolStepFailed is raised with its result already built.
@@ -123,22 +122,18 @@ def plan_machine(
     system = planner_system(p.planner_system, p.tools, p.max_plan_steps)
     while True:
         prompt = planner_prompt(task, *feedback) if feedback else planner_prompt(task)
-        try:
-            reply = yield from structured_machine(
-                p.planner,
-                ReWOOPlan,
-                prompt,
-                system=system,
-                max_retries=p.max_retries,
-                max_tokens=p.max_tokens,
-                loop=LOOP,
-                run_id=run.run_id,
-                role="planner",
-            )
-        except ModelOutputError as exc:
-            run.totals.spend(exc.usage, exc.model_calls)
-            raise
-        run.totals.spend(reply.usage, reply.model_calls)
+        reply = yield from structured_machine(
+            p.planner,
+            ReWOOPlan,
+            prompt,
+            system=system,
+            max_retries=p.max_retries,
+            max_tokens=p.max_tokens,
+            loop=LOOP,
+            run_id=run.run_id,
+            totals=run.totals,
+            role="planner",
+        )
         run.plan = plan = reply.value
         problems = rewoo_problems(plan, p.tools, p.max_plan_steps)
         if not problems:
@@ -203,18 +198,18 @@ def solve(
 ) -> Machine[ModelResponse]:
     """One solver call: the answer from the task and every step's evidence."""
     prompt = solver_prompt(task, plan, evidence, set(skipped), p.max_evidence_chars)
-    response, calls = yield from text_machine(
-        p.solver,
-        prompt,
-        system=p.solver_system,
-        max_tokens=p.max_tokens,
-        loop=LOOP,
-        run_id=run.run_id,
-        step=run.totals.model_calls,
-        role="solver",
+    return (
+        yield from text_machine(
+            p.solver,
+            prompt,
+            system=p.solver_system,
+            max_tokens=p.max_tokens,
+            loop=LOOP,
+            run_id=run.run_id,
+            totals=run.totals,
+            role="solver",
+        )
     )
-    run.totals.spend(response.usage, calls)
-    return response
 
 
 def not_run(outcome: ToolOutcome) -> bool:

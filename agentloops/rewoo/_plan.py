@@ -12,6 +12,7 @@ from __future__ import annotations
 import pydantic
 
 from agentloops._problems import Problems, listed
+from agentloops._text import cut, quoted
 from agentloops.rewoo._placeholders import STEP_ID, masked_errors, references
 from agentloops.rewoo._scheduler import cycles
 from agentloops.rewoo.schema import ReWOOPlan, ReWOOPlanStep
@@ -32,7 +33,7 @@ def rewoo_problems(plan: ReWOOPlan, registry: ToolRegistry, max_steps: int) -> l
     for step_id, at in positions.items():
         if len(at) > 1:
             problems.add(
-                f"step_id {step_id!r:.40} is used by {len(at)} steps (positions {listed(at)})"
+                f"step_id {quoted(step_id, 40)} is used by {len(at)} steps (positions {listed(at)})"
             )
     usable = ", ".join(t.name for t in registry if not t.requires_approval) or "(none)"
     for position, step in enumerate(steps, 1):
@@ -56,13 +57,13 @@ def _step_problems(
 ) -> list[str]:
     sid = step.step_id
     if STEP_ID.fullmatch(sid):
-        label, problems = (sid if len(sid) <= 40 else f"{sid[:40]}..."), []
+        label, problems = _short(sid), []
     else:
-        label = f"step {position} ({sid!r:.40})"
+        label = f"step {position} ({quoted(sid, 40)})"
         problems = [f"{label}: step_id must be #E and a positive number: #E1, #E2, ..."]
     tool = registry.get(step.tool_name)
     if tool is None:
-        problems.append(f"{label}: unknown tool {step.tool_name!r:.60}; available: {usable}")
+        problems.append(f"{label}: unknown tool {quoted(step.tool_name, 60)}; available: {usable}")
     elif tool.requires_approval:
         problems.append(
             f"{label}: tool {tool.name!r} requires human approval, which the ReWOO worker "
@@ -83,14 +84,19 @@ def _step_problems(
                 problems.append(f"{label}: depends on itself")
             elif dep not in known:
                 problems.append(
-                    f"{label}: depends_on names {dep!r:.40}, which is no step of the plan"
+                    f"{label}: depends_on names {quoted(dep, 40)}, which is no step of the plan"
                 )
     for ref in references(step.tool_args):
         if ref == sid:
             if sid not in depends_on:
-                problems.append(f"{label}: tool_args use its own output {ref:.40}")
+                problems.append(f"{label}: tool_args use its own output {_short(ref)}")
         elif ref not in known:
-            problems.append(f"{label}: tool_args use {ref:.40}, which is no step of the plan")
+            problems.append(f"{label}: tool_args use {_short(ref)}, which is no step of the plan")
         elif ref not in depends_on:
             problems.append(f"{label}: tool_args use {ref}, but depends_on does not list it")
     return problems
+
+
+def _short(step_id: str) -> str:
+    """A step id as a problem names it: a huge one cut (`_text.cut`), unquoted."""
+    return cut(step_id, 40, "[...]", tail=False)

@@ -15,6 +15,7 @@ from typing import Any
 
 import pydantic
 
+from agentloops._text import cut
 from agentloops.engine.effects import Emit, Machine, StartTool
 from agentloops.events import StepFinished, StepStarted
 from agentloops.messages import ToolCall, ToolOutcome
@@ -46,7 +47,7 @@ class Work:
         """The failed steps, as problems to show a planner."""
         tools = {s.step_id: s.tool_name for s in plan.steps}
         return [
-            f"{sid} ({tools[sid]}) failed: {o.content:.500}"
+            f"{sid} ({tools[sid]}) failed: {cut(o.content, 500)}"
             for sid, o in self.evidence.items()
             if o.is_error and sid not in self.skipped
         ]

@@ -24,6 +24,7 @@ from typing import (
     Generic,
     Literal,
     Protocol,
+    TypedDict,
     Union,
     overload,
     runtime_checkable,
@@ -40,7 +41,7 @@ from agentloops.tools._schema import arguments_model, is_async
 from agentloops.tools._text import capped, describe, to_text
 
 if TYPE_CHECKING:  # defaults let a bare `Tool` mean `Tool[..., Any]`
-    from typing_extensions import ParamSpec, TypeVar
+    from typing_extensions import ParamSpec, TypeVar, Unpack
 
     P = ParamSpec("P", default=...)
     R = TypeVar("R", default=Any)
@@ -72,15 +73,6 @@ def idempotency_key() -> str | None:
     return _CALL_KEY.get()
 
 
-def with_call_key(key: str, fn: Callable[..., Any], *args: Any) -> Any:
-    """Call `fn(*args)` with `key` as the current idempotency key (drivers use this)."""
-    token = _CALL_KEY.set(key)
-    try:
-        return fn(*args)
-    finally:
-        _CALL_KEY.reset(token)
-
-
 ApprovalRule = Union[bool, Callable[[dict[str, Any]], object]]  # noqa: UP007 (a runtime alias)
 """`requires_approval`: always (`True`), never (`False`), or a predicate on the call's
 arguments (validated, defaults filled in) that answers whether to ask a human."""
@@ -94,40 +86,90 @@ _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _ATOMS = frozenset({str, int, float, bool, type(None)})
 
 
+class ToolOptions(TypedDict, total=False):
+    """A tool's seven options, spelled once: `tool()`, `Tool.from_function` and `Tool` take
+    them as keywords, and each may be left out (its default is given below).
+
+    Examples:
+        >>> def pay(amount: int) -> str:
+        ...     '''Pay an amount.'''
+        ...     return "paid"
+        >>> careful: ToolOptions = {"read_only": False, "requires_approval": True}
+        >>> tool(pay, **careful).on_doubt
+        'ask'
+    """
+
+    name: str | None
+    """What the model calls it (default: the function's `__name__`); 1 to 64 of
+    `a-z A-Z 0-9 _ -`, as every provider accepts."""
+    description: str | None
+    """What the model reads about it (default: the docstring without its `Args:` section)."""
+    read_only: bool
+    """It changes nothing outside the process (default True)."""
+    requires_approval: ApprovalRule
+    """Ask a human before a call: never (default False), always (True), or when a predicate
+    on the call's arguments says so."""
+    timeout: float | None
+    """Seconds a call may take before it becomes an error outcome (default None: no limit)."""
+    concurrent: bool
+    """False: one call at a time, across every registry, loop and driver (default True)."""
+    on_doubt: DoubtPolicy | None
+    """What a durable run does with a call that started but has no recorded outcome:
+    "rerun", "ask" or "fail" (default None: "rerun" for a read-only tool that never needs
+    approval, "ask" for any other)."""
+
+
+_OPTIONS = frozenset(ToolOptions.__annotations__)
+
+
 class Tool(Generic[P, R]):
     """A function the model may call, with the JSON Schema of its arguments.
 
-    Build one with the `tool` decorator or `Tool.from_function`. A `Tool` is still
-    callable like the function it wraps, with the same signature (for type checkers too).
+    Build one with the `tool` decorator or `Tool.from_function` (the same thing), giving
+    any of the `ToolOptions` as keywords. A `Tool` is still callable like the function it
+    wraps, with the same signature (for type checkers too).
+
+    Args:
+        fn: the function, sync or `async def`, every parameter with a type hint.
+        args_model: the pydantic model of its arguments (default: read from `fn`'s hints).
+        **options: the `ToolOptions`.
+
+    Raises:
+        ConfigurationError: a parameter without a type hint, `*args`/`**kwargs`, a name the
+            providers reject, a non-positive timeout, a `requires_approval` that is neither
+            a bool nor callable, or an unknown `on_doubt`.
+        TypeError: an option that is not one of the `ToolOptions`.
     """
 
     def __init__(
         self,
         fn: Callable[P, R],
         *,
-        name: str,
-        description: str,
-        args_model: type[pydantic.BaseModel],
-        read_only: bool = True,
-        requires_approval: ApprovalRule = False,
-        timeout: float | None = None,
-        concurrent: bool = True,
-        on_doubt: DoubtPolicy | None = None,
+        args_model: type[pydantic.BaseModel] | None = None,
+        **options: Unpack[ToolOptions],
     ):
+        unknown = options.keys() - _OPTIONS
+        if unknown:
+            raise TypeError(f"unknown tool options {sorted(unknown)}; known: {sorted(_OPTIONS)}")
+        name = options.get("name") or fn.__name__
+        read_only = options.get("read_only", True)
+        requires_approval = options.get("requires_approval", False)
+        timeout = options.get("timeout")
+        on_doubt = options.get("on_doubt")
+        _check(name, requires_approval, timeout, on_doubt)
+        summary = ""
+        if args_model is None:
+            args_model, summary = arguments_model(fn, name)
         self.fn = fn
         self.name = name
-        self.description = description
+        self.description = options.get("description") or summary or name
         self.args_model = args_model
         self.read_only = read_only
         self.requires_approval = requires_approval
         """`True`, `False`, or a predicate on the arguments; ask with `needs_approval`."""
         self.timeout = timeout
-        self.concurrent = concurrent
+        self.concurrent = options.get("concurrent", True)
         """`False`: one call at a time, across every registry, loop and driver."""
-        if on_doubt not in (None, "rerun", "ask", "fail"):
-            raise ConfigurationError(
-                f"tool {name!r}: on_doubt must be 'rerun', 'ask' or 'fail', got {on_doubt!r}"
-            )
         self.on_doubt: DoubtPolicy = on_doubt or (
             "rerun" if read_only and requires_approval is False else "ask"
         )
@@ -135,6 +177,8 @@ class Tool(Generic[P, R]):
         recorded outcome (the process died during it): run it again with the same
         idempotency key, ask a human, or fail the run. Default: "rerun" for a read-only
         tool that never needs approval, "ask" for any other."""
+        self._options: ToolOptions = {**options, "name": name, "description": self.description}
+        """What it was built with, names resolved: how it is rebuilt in another process."""
         self.is_async = is_async(fn)
         self.async_fn: Callable[..., Coroutine[Any, Any, Any]] | None = None
         """An async twin of a sync `fn`, which `acall` awaits instead of running `fn` on a
@@ -144,53 +188,17 @@ class Tool(Generic[P, R]):
         self.__module__ = getattr(fn, "__module__", __name__)
         self.__doc__ = fn.__doc__
         self._validate = args_model.__pydantic_validator__.validate_python
-        self._runtime = ToolRuntime(concurrent=concurrent)
+        self._runtime = ToolRuntime(concurrent=self.concurrent)
 
     @classmethod
-    def from_function(
-        cls,
-        fn: Callable[P, R],
-        *,
-        name: str | None = None,
-        description: str | None = None,
-        read_only: bool = True,
-        requires_approval: ApprovalRule = False,
-        timeout: float | None = None,
-        concurrent: bool = True,
-        on_doubt: DoubtPolicy | None = None,
-    ) -> Tool[P, R]:
-        """Build a tool from a function's signature, type hints and docstring.
+    def from_function(cls, fn: Callable[P, R], **options: Unpack[ToolOptions]) -> Tool[P, R]:
+        """Build a tool from a function's signature, type hints and docstring (the same as
+        `Tool(fn, **options)`).
 
         `fn` may be an `async def` function: `ToolRegistry.acall` awaits it on the
-        event loop, and `ToolRegistry.call` runs it to completion.
-
-        Raises:
-            ConfigurationError: a parameter without a type hint, `*args`/`**kwargs`,
-                a name the providers reject, a non-positive timeout, or a
-                `requires_approval` that is neither a bool nor callable.
+        event loop, and `ToolRegistry.call` runs it to completion. Raises as `Tool` does.
         """
-        name = name or fn.__name__
-        if not _NAME.match(name):
-            raise ConfigurationError(f"tool {name!r} must match {_NAME.pattern}")
-        if timeout is not None and timeout <= 0:
-            raise ConfigurationError(f"tool {name!r}: timeout must be > 0, got {timeout}")
-        if not isinstance(requires_approval, bool) and not callable(requires_approval):
-            raise ConfigurationError(
-                f"tool {name!r}: requires_approval must be a bool or a predicate on the "
-                f"arguments, got {requires_approval!r:.60}"
-            )
-        args_model, summary = arguments_model(fn, name)
-        return cls(
-            fn,
-            name=name,
-            description=description or summary or name,
-            args_model=args_model,
-            read_only=read_only,
-            requires_approval=requires_approval,
-            timeout=timeout,
-            concurrent=concurrent,
-            on_doubt=on_doubt,
-        )
+        return cls(fn, **options)
 
     def spec(self) -> ToolSpec:
         """What the model is told about this tool."""
@@ -231,8 +239,7 @@ class Tool(Generic[P, R]):
         by_name = self._by_name()
         if by_name is not None:
             return (_lookup, by_name)
-        options = (self.name, self.description, self.read_only, self.requires_approval)
-        return (_rebuild, (self.fn, *options, self.timeout, self.concurrent, self.on_doubt))
+        return (_rebuild, (self.fn, self._options))
 
     def _by_name(self) -> tuple[str, str] | None:
         """`(module, qualname)` when this tool pickles by name, else `None` (by value)."""
@@ -261,68 +268,24 @@ def _lookup(module: str, qualname: str) -> Any:
     return obj
 
 
-def _rebuild(
-    fn: Callable[..., Any],
-    name: str,
-    description: str,
-    read_only: bool,
-    requires_approval: ApprovalRule,
-    timeout: float | None,
-    concurrent: bool = True,
-    on_doubt: DoubtPolicy | None = None,
-) -> Tool:
-    return Tool.from_function(
-        fn,
-        name=name,
-        description=description,
-        read_only=read_only,
-        requires_approval=requires_approval,
-        timeout=timeout,
-        concurrent=concurrent,
-        on_doubt=on_doubt,
-    )
+def _rebuild(fn: Callable[..., Any], options: ToolOptions) -> Tool:
+    """A tool pickled by value, built again in the receiving process."""
+    return Tool(fn, **options)
+
+
+@overload
+def tool(fn: Callable[P, R], **options: Unpack[ToolOptions]) -> Tool[P, R]: ...
 
 
 @overload
 def tool(
-    fn: Callable[P, R],
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    read_only: bool = True,
-    requires_approval: ApprovalRule = False,
-    timeout: float | None = None,
-    concurrent: bool = True,
-    on_doubt: DoubtPolicy | None = None,
-) -> Tool[P, R]: ...
-
-
-@overload
-def tool(
-    fn: None = None,
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    read_only: bool = True,
-    requires_approval: ApprovalRule = False,
-    timeout: float | None = None,
-    concurrent: bool = True,
-    on_doubt: DoubtPolicy | None = None,
+    fn: None = None, **options: Unpack[ToolOptions]
 ) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
 
 
-def tool(
-    fn: Callable[..., Any] | None = None,
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    read_only: bool = True,
-    requires_approval: ApprovalRule = False,
-    timeout: float | None = None,
-    concurrent: bool = True,
-    on_doubt: DoubtPolicy | None = None,
-) -> Any:
-    """Turn a typed function (sync or `async def`) into a `Tool`, with or without arguments.
+def tool(fn: Callable[..., Any] | None = None, **options: Unpack[ToolOptions]) -> Any:
+    """Turn a typed function (sync or `async def`) into a `Tool`, with or without options
+    (the `ToolOptions`, as keywords).
 
     The result keeps the function's signature for type checkers: `Tool[P, R]`.
 
@@ -335,21 +298,37 @@ def tool(
         ['a', 'b']
         >>> add(2, 3)
         5
+        >>> @tool(read_only=False, requires_approval=True)
+        ... def send(to: str) -> str:
+        ...     '''Send a message.'''
+        ...     return "sent"
+        >>> send.requires_approval, send.on_doubt
+        (True, 'ask')
     """
 
     def wrap(f: Callable[..., Any]) -> Tool:
-        return Tool.from_function(
-            f,
-            name=name,
-            description=description,
-            read_only=read_only,
-            requires_approval=requires_approval,
-            timeout=timeout,
-            concurrent=concurrent,
-            on_doubt=on_doubt,
-        )
+        return Tool(f, **options)
 
     return wrap(fn) if fn is not None else wrap
+
+
+def _check(
+    name: str, requires_approval: ApprovalRule, timeout: float | None, on_doubt: object
+) -> None:
+    """Raise `ConfigurationError` for an option a tool cannot have."""
+    if not _NAME.match(name):
+        raise ConfigurationError(f"tool {name!r} must match {_NAME.pattern}")
+    if timeout is not None and timeout <= 0:
+        raise ConfigurationError(f"tool {name!r}: timeout must be > 0, got {timeout}")
+    if not isinstance(requires_approval, bool) and not callable(requires_approval):
+        raise ConfigurationError(
+            f"tool {name!r}: requires_approval must be a bool or a predicate on the "
+            f"arguments, got {requires_approval!r:.60}"
+        )
+    if on_doubt not in (None, "rerun", "ask", "fail"):
+        raise ConfigurationError(
+            f"tool {name!r}: on_doubt must be 'rerun', 'ask' or 'fail', got {on_doubt!r}"
+        )
 
 
 def _copied(args: dict[str, Any]) -> dict[str, Any]:
@@ -521,18 +500,22 @@ class ToolRegistry:
             self._current()
         return len(self._tools)
 
-    def call(self, name: str, args: dict[str, Any]) -> ToolOutcome:
+    def call(self, name: str, args: dict[str, Any], *, key: str | None = None) -> ToolOutcome:
         """Run one tool and wait for it. Never raises for the tool's own failure.
 
         An `async def` tool runs to completion here (on a fresh event loop; under a
         running loop, in a helper thread: from async code use `acall`). Exceptions that
         are not `Exception`s (KeyboardInterrupt, SystemExit) propagate.
+
+        `key` is the call's idempotency key: what `idempotency_key()` returns while the
+        tool runs (the one place it is set; a loop's drivers give it).
         """
         start = time.perf_counter()
         ready = self._prepare(name, args, start)
         if isinstance(ready, ToolOutcome):
             return ready
         t, kwargs = ready
+        token = None if key is None else _CALL_KEY.set(key)
         try:
             if t.is_async:
                 value = t._runtime.run_coroutine(t.fn, kwargs, t.timeout)
@@ -542,22 +525,28 @@ class ToolRegistry:
                 value = t._runtime.run(t.fn, kwargs, t.timeout)
         except Exception as exc:
             return self._failed(t, exc, start)
+        finally:
+            if token is not None:
+                _CALL_KEY.reset(token)
         if type(value) is str and len(value) <= self.max_output_chars:
             return _outcome(value, False, time.perf_counter() - start)  # text that fits
         return self._finished(t, value, start)
 
-    async def acall(self, name: str, args: dict[str, Any]) -> ToolOutcome:
+    async def acall(
+        self, name: str, args: dict[str, Any], *, key: str | None = None
+    ) -> ToolOutcome:
         """Run one tool from async code: an `async def` tool is awaited on the running
         event loop, a sync one runs on a thread so the loop never blocks.
 
-        The same rules as `call`; cancelling the caller cancels an async tool, and
-        `CancelledError` propagates (a sync tool's thread runs on, counted as abandoned).
+        The same rules (and `key`) as `call`; cancelling the caller cancels an async tool,
+        and `CancelledError` propagates (a sync tool's thread runs on, counted as abandoned).
         """
         start = time.perf_counter()
         ready = self._prepare(name, args, start)
         if isinstance(ready, ToolOutcome):
             return ready
         t, kwargs = ready
+        token = None if key is None else _CALL_KEY.set(key)
         try:
             if t.is_async:
                 value = await t._runtime.arun(t.fn, kwargs, t.timeout)
@@ -567,6 +556,9 @@ class ToolRegistry:
                 value = await t._runtime.arun_in_thread(t.fn, kwargs, t.timeout)
         except Exception as exc:
             return self._failed(t, exc, start)
+        finally:
+            if token is not None:
+                _CALL_KEY.reset(token)
         return self._finished(t, value, start)
 
     # -- shared by call and acall: everything but running the function ----------------

@@ -243,6 +243,16 @@ def test_an_invalid_plan_goes_back_to_the_planner_when_replanning_is_on(PlanAndE
     assert (replanned.attempt, replanned.problems) == (1, ["the plan has no steps"])
 
 
+def test_a_huge_rejected_plan_goes_back_to_the_planner_cut(PlanAndExecute) -> None:
+    from agentloops.plan_execute.prompts import MAX_REJECTED_PLAN
+
+    model = ScriptedModel([plan_of(*["x" * 5000] * 9), plan_of("only step"), "found", "report"])
+    assert PlanAndExecute(model, replan=True).run("t").stop_reason == "answered"
+    prompt = model.requests[1].messages[0].text
+    assert "characters of the plan cut" in prompt and "max_plan_steps=8" in prompt
+    assert len(prompt) < MAX_REJECTED_PLAN + 2000
+
+
 def test_rejected_plans_are_bounded_by_max_replans(PlanAndExecute) -> None:
     model = ScriptedModel([plan_of(), plan_of()])
     with pytest.raises(PlanValidationError):

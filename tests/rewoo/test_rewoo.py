@@ -853,6 +853,17 @@ def test_failed_steps_are_replanned_when_asked(pipeline) -> None:
     assert replanned[0].problems == ["#E1 (broken) failed: 'broken' failed: ValueError: feed down"]
 
 
+def test_a_long_failure_goes_back_to_the_planner_cut(pipeline) -> None:
+    events: list[Event] = []
+    failing = {"steps": [step("#E1", "broken", {"reason": "x" * 5000 + " the end"})]}
+    model = ScriptedModel([respond_structured(failing), respond_structured(TWO_PRICES), "ok"])
+    p = pipeline(model, max_replans=1, replan_on_failure=True, on_event=events.append)
+    assert p.run("sum").answer == "ok"
+    [problem] = next(e for e in events if isinstance(e, Replanned)).problems
+    assert "characters cut" in problem and problem.endswith("the end") and len(problem) < 700
+    assert problem in model.requests[1].messages[0].text  # as the planner reads it
+
+
 def test_failures_go_to_the_solver_once_the_replans_are_spent(pipeline) -> None:
     failing = respond_structured({"steps": [step("#E1", "broken", {"reason": "down"})]})
     model = ScriptedModel([failing, failing, "cannot tell"])

@@ -12,6 +12,7 @@ from agentloops import (
     ReWOOPipeline,
     ReWOOPlan,
     Tool,
+    ToolOptions,
     ToolRegistry,
     tool,
     validate_plan,
@@ -96,6 +97,55 @@ def test_options_and_callable():
 def test_configuration_errors(fn, kwargs, fragment):
     with pytest.raises(ConfigurationError, match=fragment):
         Tool.from_function(fn, **kwargs)
+
+
+SEVEN: dict[str, Any] = {
+    "name": "weather",
+    "description": "The weather.",
+    "read_only": False,
+    "requires_approval": True,
+    "timeout": 3.0,
+    "concurrent": False,
+    "on_doubt": "fail",
+}
+
+
+def _options(t: Tool) -> dict[str, Any]:
+    return {name: getattr(t, name) for name in SEVEN}
+
+
+def test_the_seven_options_are_one_set_taken_alike_by_every_way_to_build_a_tool():
+    assert set(SEVEN) == set(ToolOptions.__annotations__)
+    built = [
+        tool(plain, **SEVEN),
+        tool(**SEVEN)(plain),
+        Tool.from_function(plain, **SEVEN),
+        Tool(plain, **SEVEN),
+        pickle.loads(pickle.dumps(Tool(plain, **SEVEN))),  # rebuilt by value
+    ]
+    assert [_options(t) for t in built] == [SEVEN] * len(built)
+    defaults = [tool(plain), tool()(plain), Tool.from_function(plain), Tool(plain)]
+    assert len({tuple(_options(t).values()) for t in defaults}) == 1
+    assert _options(defaults[0]) == {
+        "name": "plain",
+        "description": plain.__doc__,
+        "read_only": True,
+        "requires_approval": False,
+        "timeout": None,
+        "concurrent": True,
+        "on_doubt": "rerun",
+    }
+
+
+@pytest.mark.parametrize("build", [tool, Tool.from_function, Tool])
+def test_an_unknown_tool_option_is_refused_by_every_way_to_build_a_tool(build):
+    with pytest.raises(TypeError, match=r"unknown tool options \['raed_only'\]"):
+        build(plain, raed_only=False)
+
+
+def test_an_unknown_on_doubt_is_a_configuration_error():
+    with pytest.raises(ConfigurationError, match="on_doubt must be"):
+        tool(plain, on_doubt="maybe")  # type: ignore[typeddict-item]
 
 
 def test_unresolvable_hint_is_a_configuration_error():
@@ -531,3 +581,10 @@ def test_outputs_that_need_a_fallback_still_become_text(value, text):
 
     outcome = ToolRegistry([give]).call("give", {})
     assert not outcome.is_error and outcome.content.startswith(text)
+
+
+def test_a_huge_invalid_value_is_quoted_cut_in_the_error_the_model_reads():
+    outcome = ToolRegistry([add]).call("add", {"a": "x" * 100_000, "b": 1})
+    assert outcome.is_error and "a: Input should be a valid integer" in outcome.content
+    assert "'xxx" in outcome.content and "[...]" in outcome.content
+    assert len(outcome.content) < 300

@@ -96,6 +96,7 @@ def test_parallel_calls_get_one_tool_message_each_in_the_order_asked(server, mod
         ('["Paris"]', "must be a JSON object, got list"),
         ("42", "must be a JSON object, got int"),
         (["Paris"], "must be a JSON object"),
+        ("{" + "x" * 100_000, "not valid JSON"),
     ],
 )
 def test_unusable_arguments_are_an_error_the_model_sees_and_the_run_goes_on(
@@ -115,6 +116,7 @@ def test_unusable_arguments_are_an_error_the_model_sees_and_the_run_goes_on(
     assert second[-1]["role"] == "tool"
     assert says in second[-1]["content"]
     assert second[-1]["content"].startswith("Error: invalid arguments for 'weather'")
+    assert len(second[-1]["content"]) < 600  # huge arguments are quoted cut, with a marker
     assert result.messages[2].tool_results[0].is_error
 
 

@@ -154,12 +154,10 @@ class Runner(Generic[R]):
     @staticmethod
     async def arun(opening: Opening[R], host: ToolHost, on_event: EventSink | None) -> R:
         """`run` on the event loop (the run is opened, and its lease taken, in a thread)."""
-        import asyncio
-
         from agentloops.engine import aio
 
         open_, make = opening(on_event is not None)
-        held = await asyncio.to_thread(open_)
+        held = await _opened(open_)
         async with held:
             return await aio.run(held.journaled(make(held.meta), host), host, on_event)
 
@@ -211,14 +209,33 @@ def _stream(
 async def _astream(
     open_: Opener, make: Make[R], host: ToolHost, on_event: EventSink | None
 ) -> AsyncIterator[Event | R]:
-    import asyncio
-
-    held = await asyncio.to_thread(open_)
+    held = await _opened(open_)
     async with held:
         items = streams.astream(held.journaled(make(held.meta), host), host, on_event)
         async with contextlib.aclosing(items):  # type: ignore[type-var]
             async for item in items:
                 yield item
+
+
+async def _opened(open_: Opener) -> session.Hold:
+    """`open_()` in a thread (it takes a lease: store I/O). Cancelled meanwhile, it waits
+    for the thread (which cannot be stopped) and gives the lease back before the
+    cancellation goes on: a cancelled `arun` leaves no lease behind to lapse."""
+    import asyncio
+
+    opening = asyncio.ensure_future(asyncio.to_thread(open_))
+    try:
+        return await asyncio.shield(opening)
+    except asyncio.CancelledError:
+        while not opening.done():  # a second cancellation must not leave the lease either
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(opening)
+        if not opening.cancelled() and opening.exception() is None:
+            closing = asyncio.ensure_future(asyncio.to_thread(opening.result().__exit__))
+            while not closing.done():
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.shield(closing)
+        raise
 
 
 class _Frontier(AgentLoopsError):

@@ -184,12 +184,13 @@ class Runner(Generic[R]):
 
         Raises:
             ConfigurationError: the loop has no store.
-            RunNotFound, CheckpointError: no such run, or another loop's or a newer one.
+            RunNotFound, CheckpointError: no such run, another loop's or a newer one, or a
+                damaged journal.
         """
         d = self._needs_store("a run's status by its id")
         info = d.store.run_info(run_id)
         session.check_kind(info, self.kind, run_id)
-        past = d.store.read(run_id)
+        past = session.read(d.store, run_id)
         machine = rebuild(dict(info.meta), run_id, False)
         return _replayed(journaled(machine, past, _nowhere, host.registry), run_id)
 

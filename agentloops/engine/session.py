@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from agentloops.engine import _records
 from agentloops.engine.durable import DOUBT, FORMAT, journaled
 from agentloops.engine.effects import Machine, R, call_key
 from agentloops.engine.host import ToolHost
@@ -132,11 +133,12 @@ def begin(d: Durability, *, kind: str, run_id: str, meta: Mapping[str, Any]) -> 
 def reopen(
     d: Durability, *, kind: str, run_id: str, decisions: Mapping[str, bool] | None
 ) -> Session:
-    """Take the run's lease, record `decisions` under it, and read the journal.
+    """Take the run's lease, record `decisions` under it, and read (and check) the journal.
 
     Raises:
         RunNotFound, RunLeased: no such run, or another holder drives it now.
-        CheckpointError: the run is another loop's, or from a newer agentloops.
+        CheckpointError: the run is another loop's, from a newer agentloops, or its journal
+            is damaged (a record that fails its kind's schema).
         ConfigurationError: decisions that name no waiting call, contradict a recorded
             one, leave a paused turn's call undecided, or are not booleans.
     """
@@ -145,7 +147,7 @@ def reopen(
     check_kind(info, kind, run_id)
     lease = store.acquire(run_id, ttl=d.lease_ttl)
     try:
-        past = store.read(run_id)
+        past = _records.checked(store.read(run_id))
         entries = _decision_records(run_id, past, decisions, lease) if decisions else []
         if entries:
             past += store.append_many(lease, entries)
@@ -155,10 +157,25 @@ def reopen(
     return Session(d, lease, dict(info.meta), past)
 
 
+def read(store: RunStore, run_id: str) -> list[JournalRecord]:
+    """The run's journal, each record checked against its kind's schema."""
+    return _records.checked(store.read(run_id))
+
+
 def waiting(past: list[JournalRecord]) -> dict[str, tuple[str, str, ToolCall]]:
     """The calls a run waits on a person for, by call id: `(why, journal key, call)`, why
     being "approval" (a paused turn's call with no decision yet) or "doubt" (a call that
-    started and never finished, and no one has decided yet whether it runs again)."""
+    started and never finished, and no one has decided yet whether it runs again).
+
+    Raises:
+        CheckpointError: a record in `past` that fails its kind's schema.
+    """
+    for record in past:
+        _records.check(record)
+    return _waiting(past)
+
+
+def _waiting(past: list[JournalRecord]) -> dict[str, tuple[str, str, ToolCall]]:
     decided = {r.key for r in past if r.kind == "decision"}
     finished = {r.key for r in past if r.kind in ("tool_finished", DOUBT)}
     found: dict[str, tuple[str, str, ToolCall]] = {}
@@ -177,7 +194,7 @@ def waiting(past: list[JournalRecord]) -> dict[str, tuple[str, str, ToolCall]]:
 def _decision_records(
     run_id: str, past: list[JournalRecord], decisions: Mapping[str, bool], lease: Lease
 ) -> list[Entry]:
-    open_calls = waiting(past)
+    open_calls = _waiting(past)
     recorded = {(r.kind, r.key): r.data for r in past if r.kind in ("decision", DOUBT) and r.key}
     not_bool = sorted(k for k, v in decisions.items() if not isinstance(v, bool))
     if not_bool:  # a truthy "no" must never approve a call

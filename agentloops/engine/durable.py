@@ -39,7 +39,7 @@ from agentloops.engine.effects import (
 )
 from agentloops.errors import AgentLoopsError, CallInDoubt, CheckpointError
 from agentloops.journal import Entry, JournalRecord
-from agentloops.messages import ToolOutcome
+from agentloops.messages import ToolCall, ToolOutcome
 from agentloops.tools import ToolRegistry
 
 FORMAT = 1
@@ -59,7 +59,8 @@ _DECLINED = (
 def journaled(
     machine: Machine[R], past: Sequence[JournalRecord], write: Write, tools: ToolRegistry
 ) -> Machine[R]:
-    """`machine`, replayed from `past` and journaled from there on (see the module doc)."""
+    """`machine`, replayed from `past` and journaled from there on (see the module doc).
+    `past` must have been checked (`engine._records.checked`)."""
     replay = _Replay(past, tools)
     pending: list[Entry] = []
     outcome: Any = None
@@ -101,6 +102,8 @@ class _Replay:
         self.reruns = {r.key: r.data for r in past if r.kind == DOUBT}
         self.asked = {r.key for r in past if r.kind == "approval_requested"}
         self.ended = _ended(past)
+        self.asking = self._asking()
+        """The calls in doubt that wait for a person's decision (journal order)."""
         self.ready: list[tuple[int, str, ToolOutcome]] = []
         """Replayed calls the machine started, waiting for its `NextTool` (journal order)."""
         self.keys: dict[str, tuple[str, str]] = {}
@@ -150,6 +153,8 @@ class _Replay:
             self.ready.append((done.seq, call.id, outcome))
             return None
         if key in self.started:  # started, never recorded as finished: in doubt
+            if self.asking:  # nothing runs again until a person decided on every one
+                raise self._in_doubt()
             if not self._may_rerun(effect):
                 return None
         else:
@@ -160,23 +165,42 @@ class _Replay:
         yield effect
         return None
 
+    def _policy(self, name: str) -> str:
+        tool = self.tools.get(name)
+        return tool.on_doubt if tool is not None else "fail"  # a tool gone: an operator's
+
+    def _asking(self) -> list[JournalRecord]:
+        finished = self.finished
+        return [
+            r
+            for r in self.started.values()
+            if r.key not in finished
+            and r.key not in self.reruns
+            and self._policy(r.data["name"]) != "rerun"
+        ]
+
+    def _in_doubt(self) -> CallInDoubt:
+        """Every call in doubt that waits for a decision, in one error."""
+        calls = [ToolCall(r.data["id"], r.data["name"], r.data["args"]) for r in self.asking]
+        policies = [self._policy(c.name) for c in calls]
+        lines = "; ".join(
+            f"{c.id} ({c.name}, on_doubt={p!r}, idempotency key {k!r})"
+            for c, p, k in zip(calls, policies, [str(r.key) for r in self.asking], strict=True)
+        )
+        decide = ", ".join(f"{c.id!r}: True" for c in calls)
+        return CallInDoubt(
+            f"{len(calls)} call(s) started but their outcome was never recorded ({lines}): "
+            f"resume with {{{decide}}} to run them again with the same keys, or with False "
+            "for a call to record it as not run",
+            calls=calls,
+            policy="fail" if "fail" in policies else "ask",
+        )
+
     def _may_rerun(self, effect: StartTool) -> bool:
         """Whether a call in doubt runs again; if a person declined, its outcome is ready."""
         call, key = effect.call, effect.call_key
-        tool = self.tools.get(call.name)
-        if tool is not None and tool.on_doubt == "rerun":
-            return True
         decision = self.reruns.get(key)
-        if decision is None:
-            policy = tool.on_doubt if tool is not None else "fail"
-            raise CallInDoubt(
-                f"call {call.id} ({call.name}) started but its outcome was never recorded, "
-                f"and its tool's on_doubt={policy!r}: resume with {{{call.id!r}: True}} to "
-                f"run it again (idempotency key {key!r}) or False to record it as not run",
-                calls=[call],
-                policy=policy,
-            )
-        if decision["approved"]:
+        if decision is None or decision["approved"]:  # its tool reruns, or a person said so
             return True
         declined = ToolOutcome(content=_DECLINED, is_error=True)
         self.ready.append((0, call.id, declined))

@@ -495,3 +495,69 @@ def test_a_rewoo_run_stopped_inside_the_worker_keeps_the_steps_that_finished(
         ReWOOPipeline(model, [deletes], store=durable_store).run("q", run_id="w1")
     evidence = info.value.result.evidence
     assert {k: o.content for k, o in evidence.items()} == {"#E1": "A"} and len(LEDGER) == 2
+
+
+def test_every_call_in_doubt_after_one_crash_is_raised_at_once(
+    durable_store: Any, ReActLoop: Any
+) -> None:
+    """Six calls of one turn in flight when the process died: one `CallInDoubt` names all
+    six (not six resumes, one call each), and one resume decides them all."""
+
+    @tool(name="charge", read_only=False)
+    def dies(key: str) -> str:
+        """Charges a card, and the process dies."""
+        LEDGER.append(("died", idempotency_key()))
+        raise Crash
+
+    calls = [ToolCall(f"c{n}", "charge", {"key": str(n)}) for n in range(1, 7)]
+    with pytest.raises(Crash):
+        ReActLoop(ScriptedModel([use_tools(*calls)]), [dies], store=durable_store).run(
+            "q", run_id="r1"
+        )
+    started = [r.data["id"] for r in durable_store.read("r1") if r.kind == "tool_started"]
+    assert started == [c.id for c in calls]  # all six left the process before the crash
+    loop = ReActLoop(ScriptedModel(["Charged."]), [charge], store=durable_store)
+    with pytest.raises(CallInDoubt) as info:
+        loop.resume("r1")
+    assert [c.id for c in info.value.calls] == started
+    assert "6 call(s)" in str(info.value) and durable_store.run_info("r1").status == "in_doubt"
+    before = len(LEDGER)
+    decisions = {c.id: c.id != "c3" for c in calls}  # all but c3 run again
+    result = loop.resume("r1", decisions)
+    assert result.answer == "Charged." and len(LEDGER) == before + 5
+    assert sorted(k for x, k in LEDGER[before:]) == sorted(
+        f"r1:{c.id}" for c in calls if c.id != "c3"
+    )
+
+
+def test_a_rerun_call_in_doubt_waits_with_the_others_for_the_decisions(
+    durable_store: Any,
+) -> None:
+    """A read-only call in doubt next to one that asks: nothing runs again until a person
+    decided on the one that asks (the read-only one then runs again by itself)."""
+    from agentloops import ReActLoop
+
+    @tool(name="look")
+    def look_dies(key: str) -> str:
+        """Look a key up, and the process dies."""
+        LEDGER.append(("died", idempotency_key()))
+        raise Crash
+
+    @tool(name="charge", read_only=False)
+    def charge_dies(key: str) -> str:
+        """Charge, and the process dies."""
+        LEDGER.append(("died", idempotency_key()))
+        raise Crash
+
+    turn = use_tools(ToolCall("l1", "look", {"key": "a"}), ToolCall("c1", "charge", {"key": "b"}))
+    with pytest.raises(Crash):
+        ReActLoop(ScriptedModel([turn]), [look_dies, charge_dies], store=durable_store).run(
+            "q", run_id="r1"
+        )
+    before = len(LEDGER)
+    loop = ReActLoop(ScriptedModel(["Done."]), [look, charge], store=durable_store)
+    with pytest.raises(CallInDoubt) as info:
+        loop.resume("r1")
+    assert [c.id for c in info.value.calls] == ["c1"] and len(LEDGER) == before
+    assert loop.resume("r1", {"c1": True}).answer == "Done."
+    assert sorted(x for x, _ in LEDGER[before:]) == ["charge", "look"]

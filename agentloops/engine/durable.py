@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from agentloops.engine import _codec
@@ -42,8 +43,10 @@ from agentloops.journal import Entry, JournalRecord
 from agentloops.messages import ToolCall, ToolOutcome
 from agentloops.tools import ToolRegistry
 
-FORMAT = 1
-"""The journal layout this version writes (`meta["format"]`); a newer one is refused."""
+FORMAT = 2
+"""The journal layout this version writes (`meta["format"]`); a newer one is refused.
+Format 2 added the run's `nonce` to its header (in every idempotency key); format 1
+journals still resume, their keys as they were (docs/durability.md says how)."""
 
 DOUBT = "doubt_decision"
 """The journal kind of a person's decision on a call in doubt (an approval is "decision")."""
@@ -57,11 +60,19 @@ _DECLINED = (
 
 
 def journaled(
-    machine: Machine[R], past: Sequence[JournalRecord], write: Write, tools: ToolRegistry
+    machine: Machine[R],
+    past: Sequence[JournalRecord],
+    write: Write,
+    tools: ToolRegistry,
+    nonce: str = "",
 ) -> Machine[R]:
     """`machine`, replayed from `past` and journaled from there on (see the module doc).
-    `past` must have been checked (`engine._records.checked`)."""
-    replay = _Replay(past, tools)
+
+    `past` must have been checked (`engine._records.checked`). `nonce` is the run's, from
+    its header: it goes into every idempotency key (`idempotency_key`), so a run started
+    later under the same id never repeats a deleted run's keys.
+    """
+    replay = _Replay(past, tools, nonce)
     pending: list[Entry] = []
     outcome: Any = None
     error: Exception | None = None
@@ -93,8 +104,9 @@ def journaled(
 class _Replay:
     """What the journal already holds for a run, consumed as the machine asks again."""
 
-    def __init__(self, past: Sequence[JournalRecord], tools: ToolRegistry):
+    def __init__(self, past: Sequence[JournalRecord], tools: ToolRegistry, nonce: str):
         self.tools = tools
+        self.nonce = nonce
         self.models = deque(r for r in past if r.kind == "model")
         self.finished = {r.key: r for r in past if r.kind == "tool_finished"}
         self.started = {r.key: r for r in past if r.kind == "tool_started"}
@@ -162,8 +174,12 @@ class _Replay:
             pending.append(("tool_started", started, key))
         self.keys[call.id] = (key, call.name)
         self.live = True
-        yield effect
+        yield effect if not self.nonce else replace(effect, key=self.idempotency_key(key))
         return None
+
+    def idempotency_key(self, key: str) -> str:
+        """A call's idempotency key: its journal key, and the run's nonce (format 2)."""
+        return f"{key}@{self.nonce}" if self.nonce else key
 
     def _policy(self, name: str) -> str:
         tool = self.tools.get(name)
@@ -184,7 +200,7 @@ class _Replay:
         calls = [ToolCall(r.data["id"], r.data["name"], r.data["args"]) for r in self.asking]
         policies = [self._policy(c.name) for c in calls]
         lines = "; ".join(
-            f"{c.id} ({c.name}, on_doubt={p!r}, idempotency key {k!r})"
+            f"{c.id} ({c.name}, on_doubt={p!r}, idempotency key {self.idempotency_key(k)!r})"
             for c, p, k in zip(calls, policies, [str(r.key) for r in self.asking], strict=True)
         )
         decide = ", ".join(f"{c.id!r}: True" for c in calls)

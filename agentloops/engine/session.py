@@ -13,6 +13,7 @@ and knows no loop.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -99,7 +100,8 @@ class Session:
             self.status = status
 
     def journaled(self, machine: Machine[R], host: ToolHost) -> Machine[R]:
-        return journaled(machine, self.past, self.write, host.registry)
+        nonce = self.meta.get("nonce")  # format 1 journals have none: keys as they were
+        return journaled(machine, self.past, self.write, host.registry, nonce or "")
 
     def __enter__(self) -> Session:
         self.keeper.start()
@@ -124,8 +126,9 @@ class Session:
 
 
 def begin(d: Durability, *, kind: str, run_id: str, meta: Mapping[str, Any]) -> Session:
-    """Create the run, holding its lease (`RunExists` when the id is taken)."""
-    full = {"format": FORMAT, **meta}
+    """Create the run, holding its lease (`RunExists` when the id is taken); its header
+    keeps `meta`, the journal's format and a new nonce (in every idempotency key)."""
+    full = {"format": FORMAT, "nonce": secrets.token_hex(6), **meta}
     lease = d.store.start(run_id, kind=kind, ttl=d.lease_ttl, meta=full)
     return Session(d, lease, full, [])
 

@@ -2,7 +2,8 @@
 checked on every record as it is read, so a damaged journal is a `CheckpointError` naming
 the run, the record's seq and the field, never a `KeyError` deep in a replay.
 
-`checked(records)` is the one way the engine reads a journal. Kinds this version does not
+`checked(records, chain)` is the one way the engine reads a journal: the checksum chain
+(format 2, `engine._chain`) and each record's schema. Kinds this version does not
 know pass unchecked: a kind is an open string, and replay ignores what it does not know.
 
 Rule: records and their schemas; no store, no driver, no loop.
@@ -13,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from agentloops.engine._chain import Chain
 from agentloops.errors import CheckpointError
 from agentloops.journal.records import JournalRecord
 
@@ -102,14 +104,18 @@ SCHEMAS: dict[str, tuple[dict[str, Any], bool]] = {
 """What each kind of record a durable run writes holds."""
 
 
-def checked(records: Iterable[JournalRecord]) -> list[JournalRecord]:
-    """`records` (a run's journal) once each is known to have the shape its kind has.
+def checked(records: Iterable[JournalRecord], chain: Chain | None) -> list[JournalRecord]:
+    """`records` (a run's journal, from its first record) once each is known good: each
+    the next link of `chain` (the run's, `Chain.of` its header; `None` for a format 1
+    journal, which has no checksums), and each of the shape its kind has.
 
     Raises:
-        CheckpointError: the first record that does not, naming its seq and the field.
+        CheckpointError: the first record that is not, naming its seq and the field.
     """
     good = []
     for record in records:
+        if chain is not None:
+            chain.verify(record)
         check(record)
         good.append(record)
     return good

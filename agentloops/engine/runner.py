@@ -190,7 +190,7 @@ class Runner(Generic[R]):
         d = self._needs_store("a run's status by its id")
         info = d.store.run_info(run_id)
         session.check_kind(info, self.kind, run_id)
-        past = session.read(d.store, run_id)
+        past = session.read(d.store, run_id, info)
         machine = rebuild(dict(info.meta), run_id, False)
         return _replayed(journaled(machine, past, _nowhere, host.registry), run_id)
 

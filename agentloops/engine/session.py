@@ -1,11 +1,13 @@
 """A durable run's hold on its store: the lease and its keeper, the writes that name it,
 and the approvals recorded under it.
 
-A run is driven by one holder at a time. `begin` creates the run holding its lease;
-`reopen` takes the lease of an existing run (`RunLeased`, naming the holder and until
-when, while another holder drives it), records the decisions it was given, and reads the
-journal to replay. Every journal write names the lease, so a holder that lost it (it
-stalled past the expiry and the run was taken over) writes nothing and stops.
+A run is driven by one holder at a time. `begin` creates the run holding its lease (its
+header keeps the journal's format and the run's nonce); `reopen` takes the lease of an
+existing run (`RunLeased`, naming the holder and until when, while another holder drives
+it), records the decisions it was given, and reads and checks the journal to replay.
+Every journal write names the lease, so a holder that lost it (it stalled past the expiry
+and the run was taken over) writes nothing and stops, and every record it writes is
+sealed into the run's checksum chain.
 
 Rule: this module holds runs, it does not drive them (`agentloops.engine.runner` does),
 and knows no loop.
@@ -19,10 +21,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from agentloops.engine import _records
+from agentloops.engine._chain import Chain
 from agentloops.engine.durable import DOUBT, FORMAT, journaled
 from agentloops.engine.effects import Machine, R, call_key
 from agentloops.engine.host import ToolHost
-from agentloops.errors import CheckpointError, ConfigurationError
+from agentloops.errors import CheckpointError, ConfigurationError, JournalConflict, LeaseLost
 from agentloops.journal.records import Entry, JournalRecord, Lease, RunInfo, RunStore
 from agentloops.messages import ToolCall
 
@@ -81,6 +84,7 @@ class Session:
         lease: Lease,
         meta: dict[str, Any],
         past: list[JournalRecord],
+        chain: Chain | None,
     ):
         self.store = d.store
         self.forget = d.forget_finished
@@ -88,6 +92,8 @@ class Session:
         self.past = past
         self.status: str | None = None
         """The status this session last wrote."""
+        self.chain = chain
+        """Where the run's checksum chain stands (`None`: a format 1 journal has none)."""
         from agentloops.journal.keeper import LeaseKeeper  # with the first durable run
 
         self.keeper = LeaseKeeper(d.store, lease)
@@ -95,12 +101,12 @@ class Session:
     def write(self, entries: list[Entry], status: str | None) -> None:
         """Append under the lease (fenced: `LeaseLost` if it is no longer ours)."""
         self.keeper.check()
-        self.store.append_many(self.keeper.lease, entries, status=status)
+        append(self.store, self.keeper.lease, self.chain, entries, status)
         if status is not None:
             self.status = status
 
     def journaled(self, machine: Machine[R], host: ToolHost) -> Machine[R]:
-        nonce = self.meta.get("nonce")  # format 1 journals have none: keys as they were
+        nonce = self.meta.get("nonce") if self.chain is not None else None
         return journaled(machine, self.past, self.write, host.registry, nonce or "")
 
     def __enter__(self) -> Session:
@@ -125,12 +131,41 @@ class Session:
         await asyncio.to_thread(self.__exit__)
 
 
+def append(
+    store: RunStore,
+    lease: Lease,
+    chain: Chain | None,
+    entries: list[Entry],
+    status: str | None = None,
+) -> list[JournalRecord]:
+    """Append `entries` under `lease`, sealed into the run's checksum chain (if it has one).
+
+    After a write that failed in a way that leaves it in doubt (a lost connection: it may
+    have committed), the next one first reads what the journal holds past the chain."""
+    if chain is None:
+        return store.append_many(lease, entries, status=status)
+    if chain.stale:
+        chain.catch_up(store.read(lease.run_id, after=chain.seq))
+    sealed, last = chain.seal(entries)
+    try:
+        written = store.append_many(lease, sealed, status=status)
+    except (LeaseLost, JournalConflict):
+        raise  # refused: nothing was written
+    except BaseException:
+        chain.stale = True
+        raise
+    chain.moved(last, written[-1].seq)
+    return written
+
+
 def begin(d: Durability, *, kind: str, run_id: str, meta: Mapping[str, Any]) -> Session:
     """Create the run, holding its lease (`RunExists` when the id is taken); its header
-    keeps `meta`, the journal's format and a new nonce (in every idempotency key)."""
-    full = {"format": FORMAT, "nonce": secrets.token_hex(6), **meta}
+    keeps `meta`, the journal's format and a new nonce (in every idempotency key, and the
+    seed of the run's checksum chain)."""
+    nonce = secrets.token_hex(6)
+    full = {"format": FORMAT, "nonce": nonce, **meta}
     lease = d.store.start(run_id, kind=kind, ttl=d.lease_ttl, meta=full)
-    return Session(d, lease, full, [])
+    return Session(d, lease, full, [], Chain(run_id, nonce))
 
 
 def reopen(
@@ -141,7 +176,7 @@ def reopen(
     Raises:
         RunNotFound, RunLeased: no such run, or another holder drives it now.
         CheckpointError: the run is another loop's, from a newer agentloops, or its journal
-            is damaged (a record that fails its kind's schema).
+            is damaged (a record that fails its kind's schema or its checksum).
         ConfigurationError: decisions that name no waiting call, contradict a recorded
             one, leave a paused turn's call undecided, or are not booleans.
     """
@@ -149,20 +184,22 @@ def reopen(
     info = store.run_info(run_id)
     check_kind(info, kind, run_id)
     lease = store.acquire(run_id, ttl=d.lease_ttl)
+    meta = dict(info.meta)
     try:
-        past = _records.checked(store.read(run_id))
+        chain = Chain.of(run_id, meta)
+        past = _records.checked(store.read(run_id), chain)
         entries = _decision_records(run_id, past, decisions, lease) if decisions else []
         if entries:
-            past += store.append_many(lease, entries)
+            past += append(store, lease, chain, entries)
     except BaseException:
         store.release(lease)
         raise
-    return Session(d, lease, dict(info.meta), past)
+    return Session(d, lease, meta, past, chain)
 
 
-def read(store: RunStore, run_id: str) -> list[JournalRecord]:
-    """The run's journal, each record checked against its kind's schema."""
-    return _records.checked(store.read(run_id))
+def read(store: RunStore, run_id: str, info: RunInfo) -> list[JournalRecord]:
+    """The run's journal, checked: its records' checksums and each one's schema."""
+    return _records.checked(store.read(run_id), Chain.of(run_id, info.meta))
 
 
 def waiting(past: list[JournalRecord]) -> dict[str, tuple[str, str, ToolCall]]:

@@ -3,7 +3,9 @@ schema, and a bad one is a `CheckpointError` naming the run, the record's seq an
 field, never a raw `KeyError` or `AttributeError` from deep in a replay, and never a bad
 value carried into the transcript (issue 19, bug 3).
 
-The journals here are built from a recorded run's records, then damaged.
+The journals here are format 1 (no checksums), as an old run's would be: a format 2 record
+edited by hand fails its checksum first (tests/engine/test_chain.py), so a format 2 one is
+damaged here the way a buggy writer would do it: sealed, as the engine seals records.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 import pytest
 
 from agentloops import CheckpointError, MemoryStore, ReActLoop, ToolCall, tool
+from agentloops.engine._chain import Chain
 from agentloops.engine.session import waiting
 from agentloops.testing import ScriptedModel, use_tools
 
@@ -28,22 +31,30 @@ def look(key: str) -> str:
 
 def recorded() -> list[tuple[str, dict[str, Any], str | None]]:
     """The records of a finished ReAct run with one tool call, as `(kind, data, key)`
-    entries of run "r1": model, tool_started, tool_finished, model, result."""
+    entries of run "r1" without checksums: model, tool_started, tool_finished, model,
+    result."""
     source = MemoryStore()
     model = ScriptedModel([use_tools(ToolCall("c1", "look", {"key": "a"})), "A."])
     ReActLoop(model, [look], store=source).run("q", run_id="src")
     entries = []
     for r in source.read("src"):
         data = json.loads(json.dumps(r.data).replace('"src', '"r1'))
+        data.pop("sum")
         entries.append((r.kind, data, None if r.key is None else r.key.replace("src", "r1")))
     return entries
 
 
-def stored(entries: list[tuple[str, dict[str, Any], str | None]]) -> Any:
-    """A store holding run "r1" with `entries` as its journal."""
+def stored(entries: list[tuple[str, dict[str, Any], str | None]], *, sealed: bool = False) -> Any:
+    """A store holding run "r1" with `entries` as its journal: format 1, or (`sealed`)
+    format 2 with each record sealed into the run's chain."""
     store = MemoryStore()
     meta: dict[str, Any] = {"format": 1, "task": "q", "parent_run_id": None}
+    if sealed:
+        meta |= {"format": 2, "nonce": "0123456789ab"}
     lease = store.start("r1", kind="react", ttl=30, meta=meta)
+    chain = Chain.of("r1", meta)
+    if chain is not None:
+        entries = chain.seal(entries)[0]  # type: ignore[arg-type]
     store.append_many(lease, entries, status="finished")
     store.release(lease)
     return store
@@ -106,14 +117,15 @@ DAMAGED = [
 ]
 
 
+@pytest.mark.parametrize("sealed", [False, True], ids=["format-1", "format-2"])
 @pytest.mark.parametrize(("damage", "seq", "field"), DAMAGED)
 @pytest.mark.parametrize("read", ["resume", "status"])
 def test_a_damaged_record_is_a_checkpoint_error_naming_run_seq_and_field(
-    damage: Damage, seq: int, field: str, read: str
+    damage: Damage, seq: int, field: str, read: str, sealed: bool
 ) -> None:
     entries = copy.deepcopy(recorded())
     damage(entries)
-    store = stored(entries)
+    store = stored(entries, sealed=sealed)
     loop = ReActLoop(ScriptedModel([]), [look], store=store)
     with pytest.raises(CheckpointError) as caught:
         getattr(loop, read)("r1")
@@ -123,8 +135,8 @@ def test_a_damaged_record_is_a_checkpoint_error_naming_run_seq_and_field(
     assert not store.run_info("r1").leased  # and the lease a resume took is given back
 
 
-def test_an_intact_journal_resumes_to_its_result() -> None:
-    """The same journal, undamaged: the check refuses nothing good."""
+def test_an_intact_old_journal_resumes_to_its_result() -> None:
+    """The same journal, undamaged, in format 1: the check refuses nothing good."""
     store = stored(recorded())
     result = ReActLoop(ScriptedModel([]), [look], store=store).resume("r1")
     assert result.answer == "A." and result.messages[2].tool_results[0].content == "A"

@@ -98,6 +98,7 @@ SCHEMAS: dict[str, tuple[dict[str, Any], bool]] = {
     "approval_requested": ({"run": str, "calls": [_CALL]}, False),
     "decision": (_DECISION, True),
     "doubt_decision": (_DECISION, True),
+    "settings_changed": ({"changed": [str], "by": str}, False),
     "failed": ({"error": str}, False),
     "result": ({"stop_reason": str, "answer": str}, False),
 }

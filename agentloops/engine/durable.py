@@ -46,8 +46,8 @@ from agentloops.tools import ToolRegistry
 FORMAT = 2
 """The journal layout this version writes (`meta["format"]`); a newer one is refused.
 Format 2 added the run's `nonce` to its header (in every idempotency key and the seed of
-the checksum chain) and a checksum on each record; format 1 journals still resume, their
-keys as they were and without checksums (docs/durability.md says how)."""
+the checksum chain), a checksum on each record, and the loop's fingerprint; format 1
+journals still resume (docs/durability.md says how)."""
 
 DOUBT = "doubt_decision"
 """The journal kind of a person's decision on a call in doubt (an approval is "decision")."""

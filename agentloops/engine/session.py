@@ -2,12 +2,12 @@
 and the approvals recorded under it.
 
 A run is driven by one holder at a time. `begin` creates the run holding its lease (its
-header keeps the journal's format and the run's nonce); `reopen` takes the lease of an
-existing run (`RunLeased`, naming the holder and until when, while another holder drives
-it), records the decisions it was given, and reads and checks the journal to replay.
-Every journal write names the lease, so a holder that lost it (it stalled past the expiry
-and the run was taken over) writes nothing and stops, and every record it writes is
-sealed into the run's checksum chain.
+header keeps the journal's format, the run's nonce and the loop's fingerprint); `reopen`
+takes the lease of an existing run (`RunLeased`, naming the holder and until when, while
+another holder drives it), checks the loop's fingerprint, records the decisions it was
+given, and reads and checks the journal to replay. Every journal write names the lease,
+so a holder that lost it (it stalled past the expiry and the run was taken over) writes
+nothing and stops, and every record it writes is sealed into the run's checksum chain.
 
 Rule: this module holds runs, it does not drive them (`agentloops.engine.runner` does),
 and knows no loop.
@@ -16,11 +16,11 @@ and knows no loop.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from agentloops.engine import _records
+from agentloops.engine import _fingerprint, _records
 from agentloops.engine._chain import Chain
 from agentloops.engine.durable import DOUBT, FORMAT, journaled
 from agentloops.engine.effects import Machine, R, call_key
@@ -158,37 +158,58 @@ def append(
     return written
 
 
-def begin(d: Durability, *, kind: str, run_id: str, meta: Mapping[str, Any]) -> Session:
+def begin(
+    d: Durability,
+    *,
+    kind: str,
+    run_id: str,
+    meta: Mapping[str, Any],
+    fingerprint: _fingerprint.Parts,
+) -> Session:
     """Create the run, holding its lease (`RunExists` when the id is taken); its header
-    keeps `meta`, the journal's format and a new nonce (in every idempotency key, and the
-    seed of the run's checksum chain)."""
+    keeps `meta`, the journal's format, a new nonce and the loop's `fingerprint`."""
     nonce = secrets.token_hex(6)
     full = {"format": FORMAT, "nonce": nonce, **meta}
+    full["fingerprint"] = _fingerprint.condensed(fingerprint)
     lease = d.store.start(run_id, kind=kind, ttl=d.lease_ttl, meta=full)
     return Session(d, lease, full, [], Chain(run_id, nonce))
 
 
 def reopen(
-    d: Durability, *, kind: str, run_id: str, decisions: Mapping[str, bool] | None
+    d: Durability,
+    *,
+    kind: str,
+    run_id: str,
+    decisions: Mapping[str, bool] | None,
+    fingerprint: _fingerprint.Parts,
+    allow_changes: Collection[str] = (),
 ) -> Session:
-    """Take the run's lease, record `decisions` under it, and read (and check) the journal.
+    """Take the run's lease, check the loop against the run's fingerprint, record
+    `decisions` under the lease, and read (and check) the journal.
 
     Raises:
         RunNotFound, RunLeased: no such run, or another holder drives it now.
-        CheckpointError: the run is another loop's, from a newer agentloops, or its journal
-            is damaged (a record that fails its kind's schema or its checksum).
+        CheckpointError: the run is another loop's, from a newer agentloops, was started
+            with other settings (that `allow_changes` does not name), or its journal is
+            damaged (a record that fails its schema or its checksum).
         ConfigurationError: decisions that name no waiting call, contradict a recorded
             one, leave a paused turn's call undecided, or are not booleans.
     """
     store = d.store
     info = store.run_info(run_id)
     check_kind(info, kind, run_id)
+    upgrade = _fingerprint.check(run_id, info.meta, fingerprint, allow_changes)
     lease = store.acquire(run_id, ttl=d.lease_ttl)
     meta = dict(info.meta)
     try:
         chain = Chain.of(run_id, meta)
         past = _records.checked(store.read(run_id), chain)
         entries = _decision_records(run_id, past, decisions, lease) if decisions else []
+        if upgrade is not None:
+            meta["fingerprint"], changed = upgrade
+            if changed:  # the journal says when, and by whom, the run's settings changed
+                entries.append(("settings_changed", {"changed": changed, "by": lease.holder}))
+            store.update_run(lease, meta=meta)
         if entries:
             past += append(store, lease, chain, entries)
     except BaseException:

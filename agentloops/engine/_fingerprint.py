@@ -33,8 +33,16 @@ _SHOWN = 32
 def condensed(parts: Parts) -> dict[str, Any]:
     """The fingerprint as the header keeps it. A `ToolRegistry` counts as its tools' names
     and input schemas, without the schemas' titles and descriptions (text for people, and
-    what pydantic versions word differently)."""
+    what pydantic versions word differently), and its toolsets by where they come from: a
+    toolset's tools may change while a run goes on (an MCP server re-lists them), so they
+    are the server's to decide, not the run's."""
     return {name: _condense(value, nested=True) for name, value in parts.items()}
+
+
+def _tools(registry: ToolRegistry) -> dict[str, Any]:
+    tools: dict[str, Any] = {t.name: _bare(t.spec().input_schema) for t in registry.registered}
+    tools |= {ts.source: "a toolset" for ts in registry.toolsets}
+    return tools
 
 
 def _bare(schema: Any) -> Any:
@@ -47,7 +55,7 @@ def _bare(schema: Any) -> Any:
 
 def _condense(value: object, *, nested: bool) -> Any:
     if isinstance(value, ToolRegistry):
-        value = {spec.name: _bare(spec.input_schema) for spec in value.specs()}
+        value = _tools(value)
     if value is None or isinstance(value, bool | int | float):
         return value
     if isinstance(value, str) and len(value) <= _SHOWN and not value.startswith(_HASHED):

@@ -290,6 +290,7 @@ class PlanAndExecute:
             "max_retries": self.max_retries,
             "max_digest_chars": self.max_digest_chars,
             "max_tokens": self.max_tokens,
+            "max_cost": None if self.max_cost is None else str(self.max_cost),
         }
 
     def _rebuilt(

@@ -278,6 +278,7 @@ class ReActLoop:
             "max_tokens": self.max_tokens,
             "max_calls_per_turn": self.max_calls_per_turn,
             "max_tool_calls": self.max_tool_calls,
+            "max_cost": None if self.max_cost is None else str(self.max_cost),
         }
 
     def _rebuilt(self, meta: dict[str, Any], run_id: str, observed: bool) -> Machine[ReActResult]:

@@ -345,6 +345,7 @@ class ReWOOPipeline:
             "max_evidence_chars": self.max_evidence_chars,
             "max_retries": self.max_retries,
             "max_tokens": self.max_tokens,
+            "max_cost": None if self.max_cost is None else str(self.max_cost),
         }
 
     def _rebuilt(self, meta: dict[str, Any], run_id: str, observed: bool) -> Machine[ReWOOResult]:

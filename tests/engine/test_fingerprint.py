@@ -170,3 +170,44 @@ def test_a_format_1_run_gets_its_fingerprint_at_its_first_resume() -> None:
     assert "fingerprint" in store.run_info("r1").meta
     with pytest.raises(CheckpointError, match=r"system 'Be terse\.' -> 'Be long\.'"):
         ReActLoop(ScriptedModel([]), [look], store=store, system="Be long.").resume("r1")
+
+
+class Listing:
+    """A toolset (`agentloops.tools.Toolset`) whose tools its server may re-list."""
+
+    source = "MCP server 'notes'"
+
+    def __init__(self, *tools: Any):
+        self.listed = list(tools)
+        self.revision = 0
+
+    def tools(self) -> list[Any]:
+        return self.listed
+
+
+def test_a_toolsets_tools_are_the_servers_to_change_but_the_toolset_is_the_runs() -> None:
+    """An MCP server may re-list its tools while a run goes on: they are not compared on
+    resume; adding or removing the toolset itself is."""
+    store = MemoryStore()
+    listing = Listing(note)
+    model = ScriptedModel([use_tools(ToolCall("c1", "look", {"key": "a"})), ModelError("down")])
+    with pytest.raises(ModelError):
+        ReActLoop(model, [look, listing], store=store).run("q", run_id="r1")
+    relisted = Listing()  # the same server, which now lists nothing
+    status = ReActLoop(ScriptedModel([]), [look, relisted], store=store).status("r1")
+    assert status.stop_reason == "running" and status.tool_calls == 1
+    with pytest.raises(CheckpointError, match="tools: \"MCP server 'notes'\" removed"):
+        ReActLoop(ScriptedModel([]), [look], store=store).resume("r1")
+    result = ReActLoop(ScriptedModel(["A."]), [look, relisted], store=store).resume("r1")
+    assert result.answer == "A."
+
+
+def test_a_changed_cost_cap_is_refused() -> None:
+    from agentloops import Price
+
+    store = MemoryStore()
+    price = Price(input=1, output=1)
+    failed_run(store, max_cost="0.50", price=price)
+    loop = ReActLoop(ScriptedModel(["A."]), [look], store=store, max_cost="0.10", price=price)
+    with pytest.raises(CheckpointError, match=r"max_cost '0\.50' -> '0\.10'"):
+        loop.resume("r1")

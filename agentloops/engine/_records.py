@@ -12,23 +12,14 @@ Rule: records and their schemas; no store, no driver, no loop.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, get_args
 
 from agentloops.engine._chain import Chain
 from agentloops.errors import CheckpointError
 from agentloops.journal.records import JournalRecord
+from agentloops.model import StopReason
 
-STOP_REASONS = frozenset(
-    (
-        "end_turn",
-        "tool_use",
-        "max_tokens",
-        "refusal",
-        "pause_turn",
-        "stop_sequence",
-        "context_window",
-    )
-)
+STOP_REASONS = frozenset(get_args(StopReason))
 """A model response's `stop_reason`, normalised (`agentloops.model.StopReason`)."""
 
 

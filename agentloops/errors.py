@@ -7,7 +7,7 @@
     ├── ModelOutputError            structured output still invalid after retries (`.raw`)
     ├── TranscriptError             a transcript the provider would reject
     ├── PlanValidationError         a plan that must not run (`.problems`)
-    ├── CheckpointError             a stored run this loop cannot resume (`.run_id`)
+    ├── CheckpointError             a run the loop cannot resume (`.run_id`, `.seq`, `.field`)
     ├── RecordWriteError            a JSONL record could not be written (`.path`; an OSError)
     ├── StoreError                  the run store failed or refused a write (`.run_id`)
     │   ├── RunNotFound             no run with that id
@@ -175,9 +175,15 @@ class CheckpointError(AgentLoopsError):
     agentloops, or a journal that does not match the loop (its settings, prompts or tools
     changed, or a record was altered)."""
 
-    def __init__(self, message: str, *, run_id: str):
+    def __init__(
+        self, message: str, *, run_id: str, seq: int | None = None, field: str | None = None
+    ):
         super().__init__(message)
         self.run_id = run_id
+        self.seq = seq
+        """The journal record at fault (its sequence number), when one is."""
+        self.field = field
+        """The field at fault in that record (`"response.stop_reason"`), when one is."""
 
 
 class RecordWriteError(AgentLoopsError, OSError):

@@ -4,7 +4,8 @@
 goes to bench/results/<script>.md; the run fails if a script fails or the whole takes
 longer than the budget (12 minutes on 2 cores; async_runs.py alone takes about 3, most of
 it pydantic-ai's 10,000 steps, timed and then traced; durability.py about 2.5, most of it
-LangGraph checkpointing 1,000-step runs; mcp_overhead.py about 1.5).
+LangGraph checkpointing 1,000-step runs; mcp_overhead.py about 1.5; journal_checks.py
+about 0.5).
 
     python bench/run_all.py [--quick]
     .ci/with-postgres python bench/run_all.py    # with the PostgreSQL cases
@@ -30,6 +31,7 @@ SCRIPTS = (
     "stream_overhead.py",
     "limiter.py",
     "durability.py",
+    "journal_checks.py",
     "mcp_overhead.py",
 )
 QUICK = {

@@ -1,5 +1,6 @@
 """Outcomes as JSON records for a run's journal, and back: exactly what a machine was sent.
 
+The way back takes records checked against their kind's schema (`engine._records`).
 Rule: pure functions over the vocabulary's records; no store, no driver.
 """
 
@@ -27,10 +28,16 @@ def response_to_dict(response: ModelResponse) -> dict[str, Any]:
 
 
 def response_from_dict(data: dict[str, Any]) -> ModelResponse:
+    usage = data["usage"]
     return ModelResponse(
         message_from_dict(data["message"]),
         data["stop_reason"],
-        Usage(**data["usage"]),
+        Usage(
+            input_tokens=usage["input_tokens"],
+            output_tokens=usage["output_tokens"],
+            cache_read_tokens=usage["cache_read_tokens"],
+            cache_write_tokens=usage["cache_write_tokens"],
+        ),
         data["model"],
         data["output"],
         tuple(ModelAttempt(**a) for a in data.get("attempts", ())),

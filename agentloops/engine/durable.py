@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from agentloops.engine import _codec
@@ -39,11 +40,14 @@ from agentloops.engine.effects import (
 )
 from agentloops.errors import AgentLoopsError, CallInDoubt, CheckpointError
 from agentloops.journal import Entry, JournalRecord
-from agentloops.messages import ToolOutcome
+from agentloops.messages import ToolCall, ToolOutcome
 from agentloops.tools import ToolRegistry
 
-FORMAT = 1
-"""The journal layout this version writes (`meta["format"]`); a newer one is refused."""
+FORMAT = 2
+"""The journal layout this version writes (`meta["format"]`); a newer one is refused.
+Format 2 added the run's `nonce` to its header (in every idempotency key and the seed of
+the checksum chain), a checksum on each record, and the loop's fingerprint; format 1
+journals still resume (docs/durability.md says how)."""
 
 DOUBT = "doubt_decision"
 """The journal kind of a person's decision on a call in doubt (an approval is "decision")."""
@@ -57,10 +61,19 @@ _DECLINED = (
 
 
 def journaled(
-    machine: Machine[R], past: Sequence[JournalRecord], write: Write, tools: ToolRegistry
+    machine: Machine[R],
+    past: Sequence[JournalRecord],
+    write: Write,
+    tools: ToolRegistry,
+    nonce: str = "",
 ) -> Machine[R]:
-    """`machine`, replayed from `past` and journaled from there on (see the module doc)."""
-    replay = _Replay(past, tools)
+    """`machine`, replayed from `past` and journaled from there on (see the module doc).
+
+    `past` must have been checked (`engine._records.checked`). `nonce` is the run's, from
+    its header: it goes into every idempotency key (`idempotency_key`), so a run started
+    later under the same id never repeats a deleted run's keys.
+    """
+    replay = _Replay(past, tools, nonce)
     pending: list[Entry] = []
     outcome: Any = None
     error: Exception | None = None
@@ -92,8 +105,9 @@ def journaled(
 class _Replay:
     """What the journal already holds for a run, consumed as the machine asks again."""
 
-    def __init__(self, past: Sequence[JournalRecord], tools: ToolRegistry):
+    def __init__(self, past: Sequence[JournalRecord], tools: ToolRegistry, nonce: str):
         self.tools = tools
+        self.nonce = nonce
         self.models = deque(r for r in past if r.kind == "model")
         self.finished = {r.key: r for r in past if r.kind == "tool_finished"}
         self.started = {r.key: r for r in past if r.kind == "tool_started"}
@@ -101,6 +115,8 @@ class _Replay:
         self.reruns = {r.key: r.data for r in past if r.kind == DOUBT}
         self.asked = {r.key for r in past if r.kind == "approval_requested"}
         self.ended = _ended(past)
+        self.asking = self._asking()
+        """The calls in doubt that wait for a person's decision (journal order)."""
         self.ready: list[tuple[int, str, ToolOutcome]] = []
         """Replayed calls the machine started, waiting for its `NextTool` (journal order)."""
         self.keys: dict[str, tuple[str, str]] = {}
@@ -150,6 +166,8 @@ class _Replay:
             self.ready.append((done.seq, call.id, outcome))
             return None
         if key in self.started:  # started, never recorded as finished: in doubt
+            if self.asking:  # nothing runs again until a person decided on every one
+                raise self._in_doubt()
             if not self._may_rerun(effect):
                 return None
         else:
@@ -157,26 +175,49 @@ class _Replay:
             pending.append(("tool_started", started, key))
         self.keys[call.id] = (key, call.name)
         self.live = True
-        yield effect
+        yield effect if not self.nonce else replace(effect, key=self.idempotency_key(key))
         return None
+
+    def idempotency_key(self, key: str) -> str:
+        """A call's idempotency key: its journal key, and the run's nonce (format 2)."""
+        return f"{key}@{self.nonce}" if self.nonce else key
+
+    def _policy(self, name: str) -> str:
+        tool = self.tools.get(name)
+        return tool.on_doubt if tool is not None else "fail"  # a tool gone: an operator's
+
+    def _asking(self) -> list[JournalRecord]:
+        finished = self.finished
+        return [
+            r
+            for r in self.started.values()
+            if r.key not in finished
+            and r.key not in self.reruns
+            and self._policy(r.data["name"]) != "rerun"
+        ]
+
+    def _in_doubt(self) -> CallInDoubt:
+        """Every call in doubt that waits for a decision, in one error."""
+        calls = [ToolCall(r.data["id"], r.data["name"], r.data["args"]) for r in self.asking]
+        policies = [self._policy(c.name) for c in calls]
+        lines = "; ".join(
+            f"{c.id} ({c.name}, on_doubt={p!r}, idempotency key {self.idempotency_key(k)!r})"
+            for c, p, k in zip(calls, policies, [str(r.key) for r in self.asking], strict=True)
+        )
+        decide = ", ".join(f"{c.id!r}: True" for c in calls)
+        return CallInDoubt(
+            f"{len(calls)} call(s) started but their outcome was never recorded ({lines}): "
+            f"resume with {{{decide}}} to run them again with the same keys, or with False "
+            "for a call to record it as not run",
+            calls=calls,
+            policy="fail" if "fail" in policies else "ask",
+        )
 
     def _may_rerun(self, effect: StartTool) -> bool:
         """Whether a call in doubt runs again; if a person declined, its outcome is ready."""
         call, key = effect.call, effect.call_key
-        tool = self.tools.get(call.name)
-        if tool is not None and tool.on_doubt == "rerun":
-            return True
         decision = self.reruns.get(key)
-        if decision is None:
-            policy = tool.on_doubt if tool is not None else "fail"
-            raise CallInDoubt(
-                f"call {call.id} ({call.name}) started but its outcome was never recorded, "
-                f"and its tool's on_doubt={policy!r}: resume with {{{call.id!r}: True}} to "
-                f"run it again (idempotency key {key!r}) or False to record it as not run",
-                calls=[call],
-                policy=policy,
-            )
-        if decision["approved"]:
+        if decision is None or decision["approved"]:  # its tool reruns, or a person said so
             return True
         declined = ToolOutcome(content=_DECLINED, is_error=True)
         self.ready.append((0, call.id, declined))

@@ -15,10 +15,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping
 from typing import Any, Generic
 
-from agentloops.engine import session, streams, sync
+from agentloops.engine import _fingerprint, session, streams, sync
 from agentloops.engine.durable import journaled
 from agentloops.engine.effects import CallModel, Machine, NextTool, R, StartTool
 from agentloops.engine.host import ToolHost
@@ -36,6 +36,8 @@ Build = Callable[[str, bool], Machine[R]]
 """A new run's machine, from its run id and whether it is observed."""
 Rebuild = Callable[[dict[str, Any], str, bool], Machine[R]]
 """A journaled run's machine, from its stored meta, its run id and whether it is observed."""
+Fingerprint = Callable[[], _fingerprint.Parts]
+"""What the loop's decisions depend on (`engine._fingerprint`): its prompts, tools, limits."""
 
 
 def new_run_id() -> str:
@@ -85,10 +87,15 @@ class Runner(Generic[R]):
     # -- openings --------------------------------------------------------------------
 
     def fresh(
-        self, build: Build[R], run_id: str | None, meta: Callable[[], Mapping[str, Any]]
+        self,
+        build: Build[R],
+        run_id: str | None,
+        meta: Callable[[], Mapping[str, Any]],
+        fingerprint: Fingerprint,
     ) -> Opening[R]:
-        """A new run under `run_id` (or a new one): journaled, with `meta()` kept in its
-        header, when the loop has a store (`RunExists` if the id is taken)."""
+        """A new run under `run_id` (or a new one): journaled, with `meta()` and the loop's
+        `fingerprint()` kept in its header, when the loop has a store (`RunExists` if the
+        id is taken)."""
         run_id = run_id or new_run_id()
         d = self.durability
 
@@ -97,38 +104,69 @@ class Runner(Generic[R]):
             if d is None:  # no meta to build: the common, quick way
                 return session.plain, self._metered(lambda _: machine)
             kind = self.kind
-            return (lambda: session.begin(d, kind=kind, run_id=run_id, meta=meta())), (
-                self._metered(lambda _: machine)
-            )
+
+            def begin() -> session.Session:
+                return session.begin(
+                    d, kind=kind, run_id=run_id, meta=meta(), fingerprint=fingerprint()
+                )
+
+            return begin, self._metered(lambda _: machine)
 
         return opening
 
     def journaled(
-        self, run_id: str, decisions: Mapping[str, bool] | None, rebuild: Rebuild[R]
+        self,
+        run_id: str,
+        decisions: Mapping[str, bool] | None,
+        rebuild: Rebuild[R],
+        fingerprint: Fingerprint,
+        allow_changes: Collection[str] = (),
     ) -> Opening[R]:
         """A journaled run, reopened under its lease with `decisions` recorded first; its
         journal is replayed into the machine `rebuild` makes from the run's stored meta.
+        The loop's `fingerprint()` must match the run's, but for the parts named in
+        `allow_changes` (the header keeps the new one from then on).
 
         Raises:
             ConfigurationError: the loop has no store.
         """
         d = self._needs_store("resuming a run by its id")
         kind = self.kind
+        allowed = _allowed(allow_changes)
 
         def opening(observed: bool) -> tuple[Opener, Make[R]]:
             def make(meta: dict[str, Any]) -> Machine[R]:
                 return rebuild(meta, run_id, observed)
 
-            reopened = self._metered(make)
-            return (
-                lambda: session.reopen(d, kind=kind, run_id=run_id, decisions=decisions)
-            ), reopened
+            def reopen() -> session.Session:
+                return session.reopen(
+                    d,
+                    kind=kind,
+                    run_id=run_id,
+                    decisions=decisions,
+                    fingerprint=fingerprint(),
+                    allow_changes=allowed,
+                )
+
+            return reopen, self._metered(make)
 
         return opening
 
-    def local(self, build: Callable[[bool], Machine[R]]) -> Opening[R]:
+    def local(
+        self, build: Callable[[bool], Machine[R]], allow_changes: Collection[str] = ()
+    ) -> Opening[R]:
         """A run resumed from what the caller holds (a paused result), with no store:
-        `build(observed)` makes its machine."""
+        `build(observed)` makes its machine. Nothing keeps a fingerprint there:
+        `allow_changes` is a mistake.
+
+        Raises:
+            ConfigurationError: `allow_changes` names anything.
+        """
+        if _allowed(allow_changes):
+            raise ConfigurationError(
+                "allow_changes= applies to a run resumed by its id from a store; "
+                "this run keeps no fingerprint"
+            )
 
         def opening(observed: bool) -> tuple[Opener, Make[R]]:
             machine = build(observed)
@@ -156,12 +194,10 @@ class Runner(Generic[R]):
     @staticmethod
     async def arun(opening: Opening[R], host: ToolHost, on_event: EventSink | None) -> R:
         """`run` on the event loop (the run is opened, and its lease taken, in a thread)."""
-        import asyncio
-
         from agentloops.engine import aio
 
         open_, make = opening(on_event is not None)
-        held = await asyncio.to_thread(open_)
+        held = await _opened(open_)
         async with held:
             return await aio.run(held.journaled(make(held.meta), host), host, on_event)
 
@@ -181,19 +217,24 @@ class Runner(Generic[R]):
         open_, make = opening(True)
         return _astream(open_, make, host, on_event)
 
-    def status(self, run_id: str, rebuild: Rebuild[R], host: ToolHost) -> R:
+    def status(
+        self, run_id: str, rebuild: Rebuild[R], host: ToolHost, fingerprint: Fingerprint
+    ) -> R:
         """A journaled run's result as far as its journal goes, calling no model or tool and
         taking no lease: a paused or finished run's own result, or, for a run that stopped
         part-way (or is being driven now), its partial result with stop reason "running".
 
         Raises:
             ConfigurationError: the loop has no store.
-            RunNotFound, CheckpointError: no such run, or another loop's or a newer one.
+            RunNotFound, CheckpointError: no such run, another loop's or a newer one, one
+                started with other settings (the loop's `fingerprint()` differs), or a
+                damaged journal.
         """
         d = self._needs_store("a run's status by its id")
         info = d.store.run_info(run_id)
         session.check_kind(info, self.kind, run_id)
-        past = d.store.read(run_id)
+        _fingerprint.check(run_id, info.meta, fingerprint(), ())
+        past = session.read(d.store, run_id, info)
         machine = rebuild(dict(info.meta), run_id, False)
         return _replayed(journaled(machine, past, _nowhere, host.registry), run_id)
 
@@ -213,14 +254,41 @@ def _stream(
 async def _astream(
     open_: Opener, make: Make[R], host: ToolHost, on_event: EventSink | None
 ) -> AsyncIterator[Event | R]:
-    import asyncio
-
-    held = await asyncio.to_thread(open_)
+    held = await _opened(open_)
     async with held:
         items = streams.astream(held.journaled(make(held.meta), host), host, on_event)
         async with contextlib.aclosing(items):  # type: ignore[type-var]
             async for item in items:
                 yield item
+
+
+async def _opened(open_: Opener) -> session.Hold:
+    """`open_()` in a thread (it takes a lease: store I/O). Cancelled meanwhile, it waits
+    for the thread (which cannot be stopped) and gives the lease back before the
+    cancellation goes on: a cancelled `arun` leaves no lease behind to lapse."""
+    import asyncio
+
+    opening = asyncio.ensure_future(asyncio.to_thread(open_))
+    try:
+        return await asyncio.shield(opening)
+    except asyncio.CancelledError:
+        while not opening.done():  # a second cancellation must not leave the lease either
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(opening)
+        if not opening.cancelled() and opening.exception() is None:
+            closing = asyncio.ensure_future(asyncio.to_thread(opening.result().__exit__))
+            while not closing.done():
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.shield(closing)
+        raise
+
+
+def _allowed(allow_changes: Collection[str]) -> frozenset[str]:
+    if isinstance(allow_changes, str) or not all(isinstance(p, str) for p in allow_changes):
+        raise ConfigurationError(
+            f"allow_changes must be a collection of part names, got {allow_changes!r}"
+        )
+    return frozenset(allow_changes)
 
 
 class _Frontier(AgentLoopsError):

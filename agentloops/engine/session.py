@@ -1,11 +1,13 @@
 """A durable run's hold on its store: the lease and its keeper, the writes that name it,
 and the approvals recorded under it.
 
-A run is driven by one holder at a time. `begin` creates the run holding its lease;
-`reopen` takes the lease of an existing run (`RunLeased`, naming the holder and until
-when, while another holder drives it), records the decisions it was given, and reads the
-journal to replay. Every journal write names the lease, so a holder that lost it (it
-stalled past the expiry and the run was taken over) writes nothing and stops.
+A run is driven by one holder at a time. `begin` creates the run holding its lease (its
+header keeps the journal's format, the run's nonce and the loop's fingerprint); `reopen`
+takes the lease of an existing run (`RunLeased`, naming the holder and until when, while
+another holder drives it), checks the loop's fingerprint, records the decisions it was
+given, and reads and checks the journal to replay. Every journal write names the lease,
+so a holder that lost it (it stalled past the expiry and the run was taken over) writes
+nothing and stops, and every record it writes is sealed into the run's checksum chain.
 
 Rule: this module holds runs, it does not drive them (`agentloops.engine.runner` does),
 and knows no loop.
@@ -13,14 +15,17 @@ and knows no loop.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import secrets
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from agentloops.engine import _fingerprint, _records
+from agentloops.engine._chain import Chain
 from agentloops.engine.durable import DOUBT, FORMAT, journaled
 from agentloops.engine.effects import Machine, R, call_key
 from agentloops.engine.host import ToolHost
-from agentloops.errors import CheckpointError, ConfigurationError
+from agentloops.errors import CheckpointError, ConfigurationError, JournalConflict, LeaseLost
 from agentloops.journal.records import Entry, JournalRecord, Lease, RunInfo, RunStore
 from agentloops.messages import ToolCall
 
@@ -79,6 +84,7 @@ class Session:
         lease: Lease,
         meta: dict[str, Any],
         past: list[JournalRecord],
+        chain: Chain | None,
     ):
         self.store = d.store
         self.forget = d.forget_finished
@@ -86,6 +92,8 @@ class Session:
         self.past = past
         self.status: str | None = None
         """The status this session last wrote."""
+        self.chain = chain
+        """Where the run's checksum chain stands (`None`: a format 1 journal has none)."""
         from agentloops.journal.keeper import LeaseKeeper  # with the first durable run
 
         self.keeper = LeaseKeeper(d.store, lease)
@@ -93,12 +101,13 @@ class Session:
     def write(self, entries: list[Entry], status: str | None) -> None:
         """Append under the lease (fenced: `LeaseLost` if it is no longer ours)."""
         self.keeper.check()
-        self.store.append_many(self.keeper.lease, entries, status=status)
+        append(self.store, self.keeper.lease, self.chain, entries, status)
         if status is not None:
             self.status = status
 
     def journaled(self, machine: Machine[R], host: ToolHost) -> Machine[R]:
-        return journaled(machine, self.past, self.write, host.registry)
+        nonce = self.meta.get("nonce") if self.chain is not None else None
+        return journaled(machine, self.past, self.write, host.registry, nonce or "")
 
     def __enter__(self) -> Session:
         self.keeper.start()
@@ -122,43 +131,112 @@ class Session:
         await asyncio.to_thread(self.__exit__)
 
 
-def begin(d: Durability, *, kind: str, run_id: str, meta: Mapping[str, Any]) -> Session:
-    """Create the run, holding its lease (`RunExists` when the id is taken)."""
-    full = {"format": FORMAT, **meta}
+def append(
+    store: RunStore,
+    lease: Lease,
+    chain: Chain | None,
+    entries: list[Entry],
+    status: str | None = None,
+) -> list[JournalRecord]:
+    """Append `entries` under `lease`, sealed into the run's checksum chain (if it has one).
+
+    After a write that failed in a way that leaves it in doubt (a lost connection: it may
+    have committed), the next one first reads what the journal holds past the chain."""
+    if chain is None:
+        return store.append_many(lease, entries, status=status)
+    if chain.stale:
+        chain.catch_up(store.read(lease.run_id, after=chain.seq))
+    sealed, last = chain.seal(entries)
+    try:
+        written = store.append_many(lease, sealed, status=status)
+    except (LeaseLost, JournalConflict):
+        raise  # refused: nothing was written
+    except BaseException:
+        chain.stale = True
+        raise
+    chain.moved(last, written[-1].seq)
+    return written
+
+
+def begin(
+    d: Durability,
+    *,
+    kind: str,
+    run_id: str,
+    meta: Mapping[str, Any],
+    fingerprint: _fingerprint.Parts,
+) -> Session:
+    """Create the run, holding its lease (`RunExists` when the id is taken); its header
+    keeps `meta`, the journal's format, a new nonce and the loop's `fingerprint`."""
+    nonce = secrets.token_hex(6)
+    full = {"format": FORMAT, "nonce": nonce, **meta}
+    full["fingerprint"] = _fingerprint.condensed(fingerprint)
     lease = d.store.start(run_id, kind=kind, ttl=d.lease_ttl, meta=full)
-    return Session(d, lease, full, [])
+    return Session(d, lease, full, [], Chain(run_id, nonce))
 
 
 def reopen(
-    d: Durability, *, kind: str, run_id: str, decisions: Mapping[str, bool] | None
+    d: Durability,
+    *,
+    kind: str,
+    run_id: str,
+    decisions: Mapping[str, bool] | None,
+    fingerprint: _fingerprint.Parts,
+    allow_changes: Collection[str] = (),
 ) -> Session:
-    """Take the run's lease, record `decisions` under it, and read the journal.
+    """Take the run's lease, check the loop against the run's fingerprint, record
+    `decisions` under the lease, and read (and check) the journal.
 
     Raises:
         RunNotFound, RunLeased: no such run, or another holder drives it now.
-        CheckpointError: the run is another loop's, or from a newer agentloops.
+        CheckpointError: the run is another loop's, from a newer agentloops, was started
+            with other settings (that `allow_changes` does not name), or its journal is
+            damaged (a record that fails its schema or its checksum).
         ConfigurationError: decisions that name no waiting call, contradict a recorded
             one, leave a paused turn's call undecided, or are not booleans.
     """
     store = d.store
     info = store.run_info(run_id)
     check_kind(info, kind, run_id)
+    upgrade = _fingerprint.check(run_id, info.meta, fingerprint, allow_changes)
     lease = store.acquire(run_id, ttl=d.lease_ttl)
+    meta = dict(info.meta)
     try:
-        past = store.read(run_id)
+        chain = Chain.of(run_id, meta)
+        past = _records.checked(store.read(run_id), chain)
         entries = _decision_records(run_id, past, decisions, lease) if decisions else []
+        if upgrade is not None:
+            meta["fingerprint"], changed = upgrade
+            if changed:  # the journal says when, and by whom, the run's settings changed
+                entries.append(("settings_changed", {"changed": changed, "by": lease.holder}))
+            store.update_run(lease, meta=meta)
         if entries:
-            past += store.append_many(lease, entries)
+            past += append(store, lease, chain, entries)
     except BaseException:
         store.release(lease)
         raise
-    return Session(d, lease, dict(info.meta), past)
+    return Session(d, lease, meta, past, chain)
+
+
+def read(store: RunStore, run_id: str, info: RunInfo) -> list[JournalRecord]:
+    """The run's journal, checked: its records' checksums and each one's schema."""
+    return _records.checked(store.read(run_id), Chain.of(run_id, info.meta))
 
 
 def waiting(past: list[JournalRecord]) -> dict[str, tuple[str, str, ToolCall]]:
     """The calls a run waits on a person for, by call id: `(why, journal key, call)`, why
     being "approval" (a paused turn's call with no decision yet) or "doubt" (a call that
-    started and never finished, and no one has decided yet whether it runs again)."""
+    started and never finished, and no one has decided yet whether it runs again).
+
+    Raises:
+        CheckpointError: a record in `past` that fails its kind's schema.
+    """
+    for record in past:
+        _records.check(record)
+    return _waiting(past)
+
+
+def _waiting(past: list[JournalRecord]) -> dict[str, tuple[str, str, ToolCall]]:
     decided = {r.key for r in past if r.kind == "decision"}
     finished = {r.key for r in past if r.kind in ("tool_finished", DOUBT)}
     found: dict[str, tuple[str, str, ToolCall]] = {}
@@ -177,7 +255,7 @@ def waiting(past: list[JournalRecord]) -> dict[str, tuple[str, str, ToolCall]]:
 def _decision_records(
     run_id: str, past: list[JournalRecord], decisions: Mapping[str, bool], lease: Lease
 ) -> list[Entry]:
-    open_calls = waiting(past)
+    open_calls = _waiting(past)
     recorded = {(r.kind, r.key): r.data for r in past if r.kind in ("decision", DOUBT) and r.key}
     not_bool = sorted(k for k, v in decisions.items() if not isinstance(v, bool))
     if not_bool:  # a truthy "no" must never approve a call

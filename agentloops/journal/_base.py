@@ -29,7 +29,8 @@ from agentloops.errors import (
 from agentloops.journal.records import Entry, JournalRecord, Lease, RunInfo
 
 SCHEMA_VERSION = 1
-"""The table layout the SQL stores write (row `journal` of `agentloops_schema`)."""
+"""The table layout `PostgresStore` writes (row `journal` of `agentloops_schema`); each SQL
+store passes its own to `check_schema`."""
 
 
 def new_holder() -> str:
@@ -155,10 +156,10 @@ def fence(
         reason = f"{lost} is gone: the run was deleted"
     else:
         holder, epoch, expires_at = current
-        if epoch != lease.epoch:
-            reason = (
-                f"{lost} was lost: {holder or 'a later holder'!r} took the run over (epoch {epoch})"
-            )
+        if epoch != lease.epoch and holder is None:
+            reason = f"{lost} was lost: its lease was broken, or the run taken over (epoch {epoch})"
+        elif epoch != lease.epoch:
+            reason = f"{lost} was lost: {holder!r} took the run over (epoch {epoch})"
         elif holder is None or expires_at is None:
             reason = f"{lost} was released"
         elif expires_at <= now:
@@ -171,6 +172,17 @@ def fence(
         holder=lease.holder,
         epoch=lease.epoch,
     )
+
+
+def bounded(expires_at: float | None, ttl: float | None, now: float) -> float | None:
+    """The expiry a lease is judged by, on a store whose clock is its writers' (memory,
+    SQLite). An expiry more than the lease's `ttl` ahead of `now` was set by a clock that
+    ran ahead of this one, or before this one was set back: it counts as `now + ttl`, so
+    the lease of a holder that died lapses at most `ttl` after someone asks for the run,
+    whatever the clock did. A live holder renews long before then (every `ttl / 3`)."""
+    if expires_at is None or ttl is None or expires_at <= now + ttl:
+        return expires_at
+    return now + ttl
 
 
 def check_after(run_id: str, after: int | None, last_seq: int) -> None:
@@ -219,12 +231,12 @@ def run_info(row: Sequence[Any], at: Callable[[Any], Any]) -> RunInfo:
     )
 
 
-def check_schema(where: str, version: int) -> None:
+def check_schema(where: str, version: int, supported: int = SCHEMA_VERSION) -> None:
     """Refuse tables written by a newer agentloops instead of misreading them."""
-    if version > SCHEMA_VERSION:
+    if version > supported:
         raise StoreError(
             f"{where}: run store schema version {version} is newer than this agentloops "
-            f"supports ({SCHEMA_VERSION}); upgrade agentloops to read it"
+            f"supports ({supported}); upgrade agentloops to read it"
         )
 
 
@@ -262,6 +274,13 @@ class StoreBase:
     def renew(self, lease: Lease, *, ttl: float | None = None) -> Lease:
         """Extend a current lease to now + `ttl` (default `lease.ttl`), keeping its epoch."""
         return self._renew(lease, check_ttl(lease.ttl if ttl is None else ttl))
+
+    def break_lease(self, run_id: str) -> bool:
+        """Free a run now, whoever holds it, fenced like a take-over: the epoch moves on, so
+        the holder's next write raises `LeaseLost`. For an operator, when a holder is gone
+        (or stuck) and its lease is not to be waited out. `False` when no one held the run;
+        `RunNotFound` for an unknown run."""
+        return self._break(check_name("run_id", run_id))
 
     def update_run(
         self,
@@ -314,6 +333,9 @@ class StoreBase:
         raise NotImplementedError
 
     def _renew(self, lease: Lease, ttl: float) -> Lease:
+        raise NotImplementedError
+
+    def _break(self, run_id: str) -> bool:
         raise NotImplementedError
 
     def _update(self, lease: Lease, status: str | None, meta: str | None) -> RunInfo:

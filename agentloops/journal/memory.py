@@ -17,6 +17,7 @@ from agentloops.errors import RunExists
 from agentloops.journal._base import (
     NewRecord,
     StoreBase,
+    bounded,
     check_after,
     check_after_arg,
     fence,
@@ -41,6 +42,8 @@ class _Run:
     holder: str | None
     expires_at: float | None
     epoch: int
+    ttl: float | None = None
+    """The current lease's ttl: how far ahead of the clock its expiry may be (`bounded`)."""
     records: list[tuple[str, str | None, str, float]] = field(default_factory=list)
     """(kind, key, data, at) per record; seq is the index + 1."""
     keys: dict[tuple[str, str], int] = field(default_factory=dict)
@@ -52,7 +55,9 @@ class MemoryStore(StoreBase):
 
     Args:
         clock: seconds since the epoch, as `time.time` (the default) gives them; a test
-            may pass its own to move leases past their expiry without sleeping.
+            may pass its own to move leases past their expiry without sleeping. Leases are
+            judged by it, with a bound: an expiry more than its lease's ttl ahead counts
+            as ttl from when the run is next acquired (the clock was set back).
 
     Examples:
         >>> store = MemoryStore()
@@ -82,7 +87,7 @@ class MemoryStore(StoreBase):
             if run_id in self._runs:
                 raise RunExists(f"run {run_id!r} exists already", run_id=run_id)
             now = self._clock()
-            self._runs[run_id] = _Run(kind, status, meta, now, now, holder, now + ttl, 1)
+            self._runs[run_id] = _Run(kind, status, meta, now, now, holder, now + ttl, 1, ttl)
             return Lease(run_id=run_id, holder=holder, epoch=1, ttl=ttl, expires_at=utc(now + ttl))
 
     def _acquire(self, run_id: str, *, ttl: float, holder: str) -> Lease:
@@ -91,10 +96,11 @@ class MemoryStore(StoreBase):
             if run is None:
                 raise not_found(run_id)
             now = self._clock()
+            run.expires_at = bounded(run.expires_at, run.ttl, now)  # kept: it counts from now
             if run.holder is not None and run.expires_at is not None and run.expires_at > now:
                 raise leased(run_id, run.holder, utc(run.expires_at))
             run.holder, run.expires_at, run.epoch = holder, now + ttl, run.epoch + 1
-            run.updated_at = now
+            run.updated_at, run.ttl = now, ttl
             return Lease(
                 run_id=run_id, holder=holder, epoch=run.epoch, ttl=ttl, expires_at=utc(now + ttl)
             )
@@ -103,7 +109,7 @@ class MemoryStore(StoreBase):
         with self._lock:
             now = self._clock()
             run = self._fenced(lease, now)
-            run.expires_at = now + ttl
+            run.expires_at, run.ttl = now + ttl, ttl
             return Lease(
                 run_id=lease.run_id,
                 holder=lease.holder,
@@ -125,6 +131,18 @@ class MemoryStore(StoreBase):
                 return False
             run.holder = run.expires_at = None
             run.updated_at = now
+            return True
+
+    def _break(self, run_id: str) -> bool:
+        with self._lock:
+            run = self._runs.get(run_id)
+            if run is None:
+                raise not_found(run_id)
+            if run.holder is None:
+                return False
+            run.holder = run.expires_at = run.ttl = None
+            run.epoch += 1
+            run.updated_at = self._clock()
             return True
 
     def _update(self, lease: Lease, status: str | None, meta: str | None) -> RunInfo:

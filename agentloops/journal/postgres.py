@@ -236,6 +236,21 @@ class PostgresStore(ConnectionPerProcess):
                 self._lost(conn, lease)
         return replace(lease, ttl=ttl, expires_at=_utc(row[0]))
 
+    def _break(self, run_id: str) -> bool:
+        with self._using(run_id, f"break the lease of run {run_id!r}") as conn:
+            row = conn.execute(
+                "UPDATE agentloops_runs SET holder = NULL, lease_expires_at = NULL,"
+                " epoch = epoch + 1, updated_at = clock_timestamp()"
+                " WHERE run_id = %s AND holder IS NOT NULL RETURNING 1",
+                (run_id,),
+            ).fetchone()
+            if row is not None:
+                return True
+            query = "SELECT 1 FROM agentloops_runs WHERE run_id = %s"
+            if conn.execute(query, (run_id,)).fetchone() is None:
+                raise not_found(run_id)
+            return False
+
     def release(self, lease: Lease) -> bool:
         with self._using(lease.run_id, f"release run {lease.run_id!r}") as conn:
             cursor = conn.execute(

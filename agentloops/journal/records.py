@@ -45,7 +45,9 @@ class Lease:
     ttl: float
     """Seconds a renewal extends it by."""
     expires_at: datetime
-    """When it lapses unless renewed (UTC, by the store's clock, not the caller's)."""
+    """When it lapses unless renewed (UTC, by the store's clock, not the caller's). A
+    store whose clock is its writers' (memory, SQLite) counts an expiry more than `ttl`
+    ahead of its clock as `ttl` from when it is next judged (a clock that ran ahead)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -118,6 +120,15 @@ class RunStore(Protocol):
     def release(self, lease: Lease) -> bool:
         """Free the run now, if `lease` is still current; `False` when it was not (no error,
         so a `finally:` release never hides the failure that got there)."""
+        ...
+
+    def break_lease(self, run_id: str) -> bool:
+        """Free the run now, whoever holds it (an operator's action), fenced like a
+        take-over: the epoch moves on, so the holder's next write raises `LeaseLost`.
+
+        Returns `False` when no one held the run (nothing changes then). Raises
+        `RunNotFound` for an unknown run.
+        """
         ...
 
     def append(

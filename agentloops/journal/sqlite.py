@@ -2,7 +2,8 @@
 
 WAL (readers never block the writer), a busy timeout, and `BEGIN IMMEDIATE` around every
 fenced write: the lease check and the write happen under SQLite's one write lock, so no
-other process can take the run over in between. Times are this machine's clock.
+other process can take the run over in between. Times are the writer's clock (this
+machine's), with a bound: a lease's expiry is never believed more than its ttl ahead.
 
 Rule: a backend knows `records`, `_base` and `_connection`, never the journal's facade, a
 driver or a loop.
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -20,8 +21,8 @@ from typing import Any, Literal
 
 from agentloops.errors import ConfigurationError, RunExists, StoreError
 from agentloops.journal._base import (
-    SCHEMA_VERSION,
     NewRecord,
+    bounded,
     check_after,
     check_after_arg,
     check_schema,
@@ -43,7 +44,7 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS agentloops_runs ("
     " run_id TEXT PRIMARY KEY, kind TEXT NOT NULL, status TEXT NOT NULL, meta TEXT NOT NULL,"
     " created_at REAL NOT NULL, updated_at REAL NOT NULL,"
-    " holder TEXT, lease_expires_at REAL, epoch INTEGER NOT NULL)",
+    " holder TEXT, lease_expires_at REAL, epoch INTEGER NOT NULL, lease_ttl REAL)",
     # WITHOUT ROWID: the records are clustered by (run_id, seq), so a read is one range scan.
     "CREATE TABLE IF NOT EXISTS agentloops_journal ("
     " run_id TEXT NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL, key TEXT,"
@@ -61,6 +62,9 @@ _INFO = (
     " AND j.seq = (SELECT max(seq) FROM agentloops_journal WHERE run_id = r.run_id)"
 )
 _RECORD = "SELECT seq, kind, key, CAST(data AS BLOB), at FROM agentloops_journal"
+_VERSION = 2
+"""The table layout this store writes: version 2 added `agentloops_runs.lease_ttl` (a file
+of version 1 gets the column when it is first opened; its leases then have none)."""
 
 
 class SQLiteStore(ConnectionPerProcess):
@@ -77,6 +81,10 @@ class SQLiteStore(ConnectionPerProcess):
         synchronous: `"FULL"` (the default) syncs the WAL at every commit, so a record
             survives a power cut; `"NORMAL"` syncs at checkpoints only: a record survives
             the process crashing, but the last ones may be lost if the machine does.
+        clock: seconds since the epoch (`time.time`, the default): this writer's clock,
+            which judges leases. An expiry more than its lease's ttl ahead of it (the clock
+            was set back, or another writer's ran ahead) counts as ttl from when the run is
+            next acquired. A test may pass its own.
 
     Examples:
         >>> import tempfile, pathlib
@@ -94,6 +102,7 @@ class SQLiteStore(ConnectionPerProcess):
         *,
         timeout: float = 30.0,
         synchronous: Literal["FULL", "NORMAL"] = "FULL",
+        clock: Callable[[], float] = time.time,
     ):
         if synchronous not in ("FULL", "NORMAL"):
             raise ConfigurationError(f'synchronous must be "FULL" or "NORMAL", got {synchronous!r}')
@@ -101,10 +110,12 @@ class SQLiteStore(ConnectionPerProcess):
         """The database file."""
         self.timeout = timeout
         self.synchronous = synchronous
+        self._clock = clock
         self._init_connection()
 
     def _settings(self) -> dict[str, Any]:
-        return {"path": self.path, "timeout": self.timeout, "synchronous": self.synchronous}
+        settings = {"path": self.path, "timeout": self.timeout, "synchronous": self.synchronous}
+        return settings if self._clock is time.time else {**settings, "clock": self._clock}
 
     def connect(self) -> sqlite3.Connection:
         """A new connection to the same file, set up as the store's (WAL, busy timeout,
@@ -129,12 +140,8 @@ class SQLiteStore(ConnectionPerProcess):
             with _transaction(conn, "BEGIN IMMEDIATE"):
                 for statement in _SCHEMA:
                     conn.execute(statement)
-                query = "SELECT version FROM agentloops_schema WHERE component = 'journal'"
-                row = conn.execute(query).fetchone()
-                if row is None:
-                    insert = "INSERT INTO agentloops_schema VALUES ('journal', ?)"
-                    conn.execute(insert, (SCHEMA_VERSION,))
-            check_schema(str(self.path), SCHEMA_VERSION if row is None else row[0])
+                version = _migrated(conn)
+            check_schema(str(self.path), version, _VERSION)
         except sqlite3.Error as exc:
             conn.close()
             raise StoreError(f"{self.path}: cannot open the run store: {exc}") from exc
@@ -157,10 +164,9 @@ class SQLiteStore(ConnectionPerProcess):
             except sqlite3.Error as exc:  # locked past the timeout, disk full, I/O error, ...
                 raise StoreError(f"{self.path}: could not {action}: {exc}", run_id=run_id) from exc
 
-    @staticmethod
-    def _fenced(conn: sqlite3.Connection, lease: Lease) -> float:
+    def _fenced(self, conn: sqlite3.Connection, lease: Lease) -> float:
         """Check `lease` inside a write transaction; the time it was checked."""
-        now = time.time()  # after BEGIN IMMEDIATE returned: time spent waiting does not count
+        now = self._clock()  # after BEGIN IMMEDIATE returned: time spent waiting does not count
         query = "SELECT holder, epoch, lease_expires_at FROM agentloops_runs WHERE run_id = ?"
         row = conn.execute(query, (lease.run_id,)).fetchone()
         fence(lease, None if row is None else (row[0], row[1], utc_or_none(row[2])), utc(now))
@@ -170,11 +176,12 @@ class SQLiteStore(ConnectionPerProcess):
         self, run_id: str, *, kind: str, ttl: float, holder: str, meta: str, status: str
     ) -> Lease:
         with self._using(run_id, f"start run {run_id!r}", write=True) as conn:
-            now = time.time()
+            now = self._clock()
             inserted = conn.execute(
-                "INSERT INTO agentloops_runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1)"
-                " ON CONFLICT DO NOTHING",
-                (run_id, kind, status, meta, now, now, holder, now + ttl),
+                "INSERT INTO agentloops_runs (run_id, kind, status, meta, created_at,"
+                " updated_at, holder, lease_expires_at, epoch, lease_ttl)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?) ON CONFLICT DO NOTHING",
+                (run_id, kind, status, meta, now, now, holder, now + ttl, ttl),
             ).rowcount
             if not inserted:
                 raise RunExists(f"run {run_id!r} exists already", run_id=run_id)
@@ -182,32 +189,61 @@ class SQLiteStore(ConnectionPerProcess):
 
     def _acquire(self, run_id: str, *, ttl: float, holder: str) -> Lease:
         with self._using(run_id, f"acquire run {run_id!r}", write=True) as conn:
-            now = time.time()
-            query = "SELECT holder, lease_expires_at, epoch FROM agentloops_runs WHERE run_id = ?"
+            now = self._clock()
+            query = (
+                "SELECT holder, lease_expires_at, epoch, lease_ttl FROM agentloops_runs"
+                " WHERE run_id = ?"
+            )
             row = conn.execute(query, (run_id,)).fetchone()
             if row is None:
                 raise not_found(run_id)
-            if row[0] is not None and row[1] is not None and row[1] > now:
-                raise leased(run_id, row[0], utc(row[1]))
-            conn.execute(
-                "UPDATE agentloops_runs SET holder = ?, lease_expires_at = ?, epoch = ?,"
-                " updated_at = ? WHERE run_id = ?",
-                (holder, now + ttl, row[2] + 1, now, run_id),
-            )
+            held, expires, epoch, held_ttl = row
+            judged = bounded(expires, held_ttl, now)
+            if held is not None and judged is not None and judged > now:
+                if judged != expires:  # kept, committed: it counts from now, not from each ask
+                    query = "UPDATE agentloops_runs SET lease_expires_at = ? WHERE run_id = ?"
+                    conn.execute(query, (judged, run_id))
+                refused = leased(run_id, held, utc(judged))
+            else:
+                refused = None
+                conn.execute(
+                    "UPDATE agentloops_runs SET holder = ?, lease_expires_at = ?, epoch = ?,"
+                    " lease_ttl = ?, updated_at = ? WHERE run_id = ?",
+                    (holder, now + ttl, epoch + 1, ttl, now, run_id),
+                )
+        if refused is not None:
+            raise refused
         return Lease(
-            run_id=run_id, holder=holder, epoch=row[2] + 1, ttl=ttl, expires_at=utc(now + ttl)
+            run_id=run_id, holder=holder, epoch=epoch + 1, ttl=ttl, expires_at=utc(now + ttl)
         )
 
     def _renew(self, lease: Lease, ttl: float) -> Lease:
         with self._using(lease.run_id, f"renew run {lease.run_id!r}", write=True) as conn:
             now = self._fenced(conn, lease)
-            query = "UPDATE agentloops_runs SET lease_expires_at = ? WHERE run_id = ?"
-            conn.execute(query, (now + ttl, lease.run_id))
+            query = (
+                "UPDATE agentloops_runs SET lease_expires_at = ?, lease_ttl = ? WHERE run_id = ?"
+            )
+            conn.execute(query, (now + ttl, ttl, lease.run_id))
         return replace(lease, ttl=ttl, expires_at=utc(now + ttl))
+
+    def _break(self, run_id: str) -> bool:
+        with self._using(run_id, f"break the lease of run {run_id!r}", write=True) as conn:
+            query = "SELECT holder FROM agentloops_runs WHERE run_id = ?"
+            row = conn.execute(query, (run_id,)).fetchone()
+            if row is None:
+                raise not_found(run_id)
+            if row[0] is None:
+                return False
+            conn.execute(
+                "UPDATE agentloops_runs SET holder = NULL, lease_expires_at = NULL,"
+                " lease_ttl = NULL, epoch = epoch + 1, updated_at = ? WHERE run_id = ?",
+                (self._clock(), run_id),
+            )
+            return True
 
     def release(self, lease: Lease) -> bool:
         with self._using(lease.run_id, f"release run {lease.run_id!r}", write=True) as conn:
-            now = time.time()
+            now = self._clock()
             cursor = conn.execute(
                 "UPDATE agentloops_runs SET holder = NULL, lease_expires_at = NULL,"
                 " updated_at = ? WHERE run_id = ? AND epoch = ? AND lease_expires_at > ?",
@@ -271,7 +307,7 @@ class SQLiteStore(ConnectionPerProcess):
 
     def run_info(self, run_id: str) -> RunInfo:
         with self._using(run_id, f"read run {run_id!r}") as conn:
-            return self._info(conn, run_id, time.time())
+            return self._info(conn, run_id, self._clock())
 
     @staticmethod
     def _info(conn: sqlite3.Connection, run_id: str, now: float) -> RunInfo:
@@ -285,7 +321,7 @@ class SQLiteStore(ConnectionPerProcess):
             rows = conn.execute(
                 f"{_INFO} WHERE coalesce(?, r.status) = r.status AND coalesce(?, r.kind) = r.kind"
                 " ORDER BY r.created_at, r.run_id",
-                (time.time(), status, kind),
+                (self._clock(), status, kind),
             ).fetchall()
         return [run_info(row, utc_or_none) for row in rows]
 
@@ -295,11 +331,29 @@ class SQLiteStore(ConnectionPerProcess):
             row = conn.execute(query, (run_id,)).fetchone()
             if row is None:
                 return False
-            if not force and row[0] is not None and row[1] is not None and row[1] > time.time():
+            if not force and row[0] is not None and row[1] is not None and row[1] > self._clock():
                 raise leased(run_id, row[0], utc(row[1]))
             conn.execute("DELETE FROM agentloops_journal WHERE run_id = ?", (run_id,))
             conn.execute("DELETE FROM agentloops_runs WHERE run_id = ?", (run_id,))
         return True
+
+
+def _migrated(conn: sqlite3.Connection) -> int:
+    """The file's table layout version, once brought up to this store's (in the caller's
+    write transaction): version 1 lacks `lease_ttl`. A newer version is left as it is."""
+    query = "SELECT version FROM agentloops_schema WHERE component = 'journal'"
+    row = conn.execute(query).fetchone()
+    if row is None:
+        conn.execute("INSERT INTO agentloops_schema VALUES ('journal', ?)", (_VERSION,))
+        return _VERSION
+    if row[0] < 2:
+        columns = {c[1] for c in conn.execute("PRAGMA table_info(agentloops_runs)")}
+        if "lease_ttl" not in columns:
+            conn.execute("ALTER TABLE agentloops_runs ADD COLUMN lease_ttl REAL")
+        query = "UPDATE agentloops_schema SET version = ? WHERE component = 'journal'"
+        conn.execute(query, (_VERSION,))
+        return _VERSION
+    return int(row[0])
 
 
 @contextmanager

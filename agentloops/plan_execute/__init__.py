@@ -16,7 +16,7 @@ one loop-to-loop edge), and no other loop.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Iterator, Mapping
 from typing import Any
 
 from agentloops.engine.effects import Machine
@@ -213,7 +213,13 @@ class PlanAndExecute:
         """`stream` on the event loop."""
         return self._runner.astream(self._fresh(task, run_id), self._host(), self.on_event)
 
-    def resume(self, run_id: str, decisions: dict[str, bool] | None = None) -> PlanExecuteResult:
+    def resume(
+        self,
+        run_id: str,
+        decisions: dict[str, bool] | None = None,
+        *,
+        allow_changes: Collection[str] = (),
+    ) -> PlanExecuteResult:
         """Continue a run from its last recorded outcome.
 
         The run's lease is taken, the decisions are recorded under it (exactly once across
@@ -221,38 +227,71 @@ class PlanAndExecute:
         run's result comes back without calling any model. A run paused for approval needs
         `decisions` (call id to approved, as for `ReActLoop.resume`); without them it
         stays paused. Without a store, only this loop's runs that have not finished can
-        be resumed, in this process.
+        be resumed, in this process. The run's fingerprint (its prompts, tools and limits)
+        must match this loop's, but for the parts `allow_changes` names.
 
         Raises:
             RunNotFound: no run has this id.
             RunLeased: another process (or thread) drives the run now.
-            CheckpointError: the run is another loop's, from a newer agentloops, or its
+            CheckpointError: the run is another loop's, from a newer agentloops, was
+                started with other settings (that `allow_changes` does not name), or its
                 journal does not match this loop's settings.
             ConfigurationError: decisions naming calls that do not wait for one, or
                 contradicting a recorded decision.
         """
-        return self._runner.run(self._again(run_id, decisions), self._host(), self.on_event)
+        opening = self._again(run_id, decisions, allow_changes)
+        return self._runner.run(opening, self._host(), self.on_event)
 
     async def aresume(
-        self, run_id: str, decisions: dict[str, bool] | None = None
+        self,
+        run_id: str,
+        decisions: dict[str, bool] | None = None,
+        *,
+        allow_changes: Collection[str] = (),
     ) -> PlanExecuteResult:
         """`resume` on the event loop."""
-        return await self._runner.arun(self._again(run_id, decisions), self._host(), self.on_event)
+        opening = self._again(run_id, decisions, allow_changes)
+        return await self._runner.arun(opening, self._host(), self.on_event)
 
     def status(self, run_id: str) -> PlanExecuteResult:
         """The run as a result, read from its journal without running anything or taking
         its lease (e.g. to show pending calls): a run that stopped part-way comes back
         with stop reason "running"."""
-        return self._runner.status(run_id, self._rebuilt, self._host())
+        return self._runner.status(run_id, self._rebuilt, self._host(), self._fingerprint)
 
     def _fresh(self, task: str, run_id: str | None) -> Opening[PlanExecuteResult]:
         def build(run_id: str, observed: bool) -> Machine[PlanExecuteResult]:
             return self.machine(task, run_id=run_id, observed=observed)
 
-        return self._runner.fresh(build, run_id, lambda: {"task": task})
+        return self._runner.fresh(build, run_id, lambda: {"task": task}, self._fingerprint)
 
-    def _again(self, run_id: str, decisions: dict[str, bool] | None) -> Opening[PlanExecuteResult]:
-        return self._runner.journaled(run_id, decisions, self._rebuilt)
+    def _again(
+        self, run_id: str, decisions: dict[str, bool] | None, allow_changes: Collection[str]
+    ) -> Opening[PlanExecuteResult]:
+        return self._runner.journaled(
+            run_id, decisions, self._rebuilt, self._fingerprint, allow_changes
+        )
+
+    def _fingerprint(self) -> dict[str, object]:
+        """What this loop's decisions depend on: kept with each durable run, and checked
+        when it is resumed (`engine._fingerprint`). Each step is a ReAct run of
+        `step_loop`: its prompt, tools and turn limit count here."""
+        steps = self.step_loop
+        return {
+            "planner_system": self.planner_system,
+            "executor_system": steps.system,
+            "reporter_system": self.reporter_system,
+            "replanner_system": self.replanner_system,
+            "tools": self.tools,
+            "max_plan_steps": self.max_plan_steps,
+            "max_step_iterations": steps.max_steps,
+            "replan": self.replan,
+            "max_replans": self.max_replans,
+            "max_retries": self.max_retries,
+            "max_digest_chars": self.max_digest_chars,
+            "max_tokens": self.max_tokens,
+            "max_cost": None if self.max_cost is None else str(self.max_cost),
+        }
 
     def _rebuilt(
         self, meta: dict[str, Any], run_id: str, observed: bool

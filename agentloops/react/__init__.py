@@ -9,7 +9,15 @@ Rule: this package knows the engine and the vocabulary below it, and no other lo
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Collection,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from typing import Any
 
 from agentloops.engine.effects import Machine
@@ -180,6 +188,7 @@ class ReActLoop:
         decisions: dict[str, bool] | None = None,
         *,
         parent_run_id: str | None = None,
+        allow_changes: Collection[str] = (),
     ) -> ReActResult:
         """Continue a paused run: from its `ReActResult`, or by its run id with a `store`.
 
@@ -190,15 +199,21 @@ class ReActLoop:
         processes approving the same pause, one runs the call and the other gets
         `RunLeased` or, once the first is done, the same result.
 
+        By run id, the loop must be built as the one that started the run: its
+        fingerprint (`system`, `tools`, the limits) is kept in the run's header, and a part
+        that changed is a `CheckpointError` naming it, unless `allow_changes` names it
+        (a deliberate upgrade: the header keeps the new settings from then on).
+
         Raises:
             ConfigurationError: the result is not paused, a decision names no pending call,
                 a pending call has no decision, a decision is not a bool, or this pause was
                 already resumed.
             RunLeased: (by run id) another process drives the run now.
+            CheckpointError: (by run id) the run was started with other settings, or its
+                journal is damaged.
         """
-        return self._runner.run(
-            self._again(result, decisions, parent_run_id), self._host(), self.on_event
-        )
+        opening = self._again(result, decisions, parent_run_id, allow_changes)
+        return self._runner.run(opening, self._host(), self.on_event)
 
     async def aresume(
         self,
@@ -206,16 +221,17 @@ class ReActLoop:
         decisions: dict[str, bool] | None = None,
         *,
         parent_run_id: str | None = None,
+        allow_changes: Collection[str] = (),
     ) -> ReActResult:
         """`resume` on the event loop."""
-        opening = self._again(result, decisions, parent_run_id)
+        opening = self._again(result, decisions, parent_run_id, allow_changes)
         return await self._runner.arun(opening, self._host(), self.on_event)
 
     def status(self, run_id: str) -> ReActResult:
         """A journaled run's result as far as its journal goes (needs a `store`), calling
         nothing and taking no lease: a paused run lists its pending calls; a run that
         stopped part-way has stop reason "running"."""
-        return self._runner.status(run_id, self._rebuilt, self._host())
+        return self._runner.status(run_id, self._rebuilt, self._host(), self._fingerprint)
 
     def _fresh(
         self, task: str | Sequence[Message], run_id: str | None, parent_run_id: str | None
@@ -227,23 +243,43 @@ class ReActLoop:
             stored = task if isinstance(task, str) else [message_to_dict(m) for m in task]
             return {"task": stored, "parent_run_id": parent_run_id}
 
-        return self._runner.fresh(build, run_id, meta)
+        return self._runner.fresh(build, run_id, meta, self._fingerprint)
 
     def _again(
         self,
         result: ReActResult | str,
         decisions: dict[str, bool] | None,
         parent_run_id: str | None,
+        allow_changes: Collection[str],
     ) -> Opening[ReActResult]:
         if isinstance(result, str):
-            return self._runner.journaled(result, decisions, self._rebuilt)
+            return self._runner.journaled(
+                result, decisions, self._rebuilt, self._fingerprint, allow_changes
+            )
 
         def build(observed: bool) -> Machine[ReActResult]:
             return self.resume_machine(
                 result, decisions or {}, parent_run_id=parent_run_id, observed=observed
             )
 
-        return self._runner.local(build)
+        return self._runner.local(build, allow_changes)
+
+    def _fingerprint(self) -> dict[str, object]:
+        """What this loop's decisions depend on: kept with each durable run, and checked
+        when it is resumed (`engine._fingerprint`)."""
+        return {
+            "system": self.system,
+            "tools": self.tools,
+            "max_steps": self.max_steps,
+            "max_parallel_tools": self.max_parallel_tools,
+            "max_total_tokens": self.max_total_tokens,
+            "max_repeats": self.max_repeats,
+            "answer_at_limit": self.answer_at_limit,
+            "max_tokens": self.max_tokens,
+            "max_calls_per_turn": self.max_calls_per_turn,
+            "max_tool_calls": self.max_tool_calls,
+            "max_cost": None if self.max_cost is None else str(self.max_cost),
+        }
 
     def _rebuilt(self, meta: dict[str, Any], run_id: str, observed: bool) -> Machine[ReActResult]:
         """The machine a journaled run's journal is replayed into."""

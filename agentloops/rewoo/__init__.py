@@ -13,7 +13,7 @@ structured output and the vocabulary below them, and no other loop.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Iterator, Mapping
 from concurrent.futures import Executor
 from typing import Any, Literal
 
@@ -281,34 +281,73 @@ class ReWOOPipeline:
         """`stream` on the event loop."""
         return self._runner.astream(self._fresh(task, run_id), self._host(), self.on_event)
 
-    def resume(self, run_id: str, decisions: dict[str, bool] | None = None) -> ReWOOResult:
+    def resume(
+        self,
+        run_id: str,
+        decisions: dict[str, bool] | None = None,
+        *,
+        allow_changes: Collection[str] = (),
+    ) -> ReWOOResult:
         """Continue a journaled run (needs a `store`): what it recorded is replayed without
         calling any model or tool again, then it goes on live. `decisions` settle calls in
         doubt (`CallInDoubt`): True runs one again, False records it as not run.
 
+        The pipeline must be built as the one that started the run (its prompts, tools and
+        limits: the run's fingerprint), but for the parts `allow_changes` names.
+
         Raises:
             RunLeased: another process drives the run now.
+            CheckpointError: the run was started with other settings, or its journal is
+                damaged.
         """
-        return self._runner.run(
-            self._runner.journaled(run_id, decisions, self._rebuilt), self._host(), self.on_event
-        )
+        opening = self._journaled(run_id, decisions, allow_changes)
+        return self._runner.run(opening, self._host(), self.on_event)
 
-    async def aresume(self, run_id: str, decisions: dict[str, bool] | None = None) -> ReWOOResult:
+    async def aresume(
+        self,
+        run_id: str,
+        decisions: dict[str, bool] | None = None,
+        *,
+        allow_changes: Collection[str] = (),
+    ) -> ReWOOResult:
         """`resume` on the event loop."""
-        return await self._runner.arun(
-            self._runner.journaled(run_id, decisions, self._rebuilt), self._host(), self.on_event
-        )
+        opening = self._journaled(run_id, decisions, allow_changes)
+        return await self._runner.arun(opening, self._host(), self.on_event)
 
     def status(self, run_id: str) -> ReWOOResult:
         """A journaled run's result as far as its journal goes (needs a `store`), calling
         nothing and taking no lease; a run that stopped part-way has stop reason "running"."""
-        return self._runner.status(run_id, self._rebuilt, self._host())
+        return self._runner.status(run_id, self._rebuilt, self._host(), self._fingerprint)
 
     def _fresh(self, task: str, run_id: str | None) -> Opening[ReWOOResult]:
         def build(run_id: str, observed: bool) -> Machine[ReWOOResult]:
             return self.machine(task, run_id=run_id, observed=observed)
 
-        return self._runner.fresh(build, run_id, lambda: {"task": task})
+        return self._runner.fresh(build, run_id, lambda: {"task": task}, self._fingerprint)
+
+    def _journaled(
+        self, run_id: str, decisions: dict[str, bool] | None, allow_changes: Collection[str]
+    ) -> Opening[ReWOOResult]:
+        return self._runner.journaled(
+            run_id, decisions, self._rebuilt, self._fingerprint, allow_changes
+        )
+
+    def _fingerprint(self) -> dict[str, object]:
+        """What this pipeline's decisions depend on: kept with each durable run, and
+        checked when it is resumed (`engine._fingerprint`)."""
+        return {
+            "planner_system": self.planner_system,
+            "solver_system": self.solver_system,
+            "tools": self.tools,
+            "max_plan_steps": self.max_plan_steps,
+            "on_tool_error": self.on_tool_error,
+            "max_replans": self.max_replans,
+            "replan_on_failure": self.replan_on_failure,
+            "max_evidence_chars": self.max_evidence_chars,
+            "max_retries": self.max_retries,
+            "max_tokens": self.max_tokens,
+            "max_cost": None if self.max_cost is None else str(self.max_cost),
+        }
 
     def _rebuilt(self, meta: dict[str, Any], run_id: str, observed: bool) -> Machine[ReWOOResult]:
         return self.machine(meta["task"], run_id=run_id, observed=observed)

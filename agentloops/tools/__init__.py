@@ -427,6 +427,16 @@ class ToolRegistry:
         return bool(self._toolsets)
 
     @property
+    def registered(self) -> list[Tool]:
+        """The tools registered one by one, in order: all of them but the toolsets'."""
+        return list(self._own.values())
+
+    @property
+    def toolsets(self) -> list[Toolset]:
+        """The toolsets added, in order (their tools are re-read as they change)."""
+        return list(self._toolsets)
+
+    @property
     def revision(self) -> int:
         """Changes whenever the tools change: one registered, a toolset's re-listed."""
         if self._toolsets:

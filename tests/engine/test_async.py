@@ -12,6 +12,7 @@ import pytest
 
 from agentloops import (
     Event,
+    MemoryStore,
     ModelCallStarted,
     ModelRequest,
     ModelResponse,
@@ -210,3 +211,59 @@ async def test_model_calls_are_awaited_in_the_runs_own_task() -> None:
     events: list[Event] = []
     await ReActLoop(FunctionModel(brain), [], on_event=events.append).arun("q")
     assert len(tasks) == 1 and sum(isinstance(e, ModelCallStarted) for e in events) == 1
+
+
+class GatedStore(MemoryStore):
+    """A store whose `start` and `acquire` wait at a gate the test opens: a lease being
+    taken while the run's task is cancelled (a slow database)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+        self.taken = threading.Event()
+
+    def start(self, run_id: str, **kwargs: Any) -> Any:
+        self._wait()
+        lease = super().start(run_id, **kwargs)
+        self.taken.set()
+        return lease
+
+    def acquire(self, run_id: str, **kwargs: Any) -> Any:
+        self._wait()
+        lease = super().acquire(run_id, **kwargs)
+        self.taken.set()
+        return lease
+
+    def _wait(self) -> None:
+        self.entered.set()
+        assert self.gate.wait(10)
+
+
+@pytest.mark.parametrize("how", ["arun", "aresume", "astream"])
+async def test_cancelling_while_the_lease_is_taken_leaves_no_lease_behind(how: str) -> None:
+    store = GatedStore()
+    loop = ReActLoop(ScriptedModel(["never asked"]), [], store=store, lease_ttl=300)
+    if how == "aresume":
+        store.gate.set()
+        store.release(store.start("r1", kind="react", ttl=30, meta={"format": 1, "task": "q"}))
+        store.gate.clear()
+
+    async def drive() -> Any:
+        if how == "arun":
+            return await loop.arun("q", run_id="r1")
+        if how == "aresume":
+            return await loop.aresume("r1")
+        return [item async for item in loop.astream("q", run_id="r1")]
+
+    task = asyncio.create_task(drive())
+    assert await asyncio.to_thread(store.entered.wait, 10)
+    task.cancel()
+    await asyncio.sleep(0.05)  # the cancellation is in; the lease is still being taken
+    store.gate.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await asyncio.to_thread(store.taken.wait, 10)  # the store call did finish
+    info = store.run_info("r1")
+    assert not info.leased and info.holder is None  # given back, not left to lapse in 300 s
+    assert loop.model.calls == 0  # type: ignore[attr-defined]

@@ -50,13 +50,22 @@ class Crash(BaseException):
     """Stands for the process dying (not an Exception: nothing records it)."""
 
 
+def key(store: Any, run_id: str, call: str) -> str:
+    """The idempotency key of call `call` (its key in the journal) of run `run_id` (or of
+    Plan-and-Execute step `run_id.<n>`): the journal key, then the run's nonce from its
+    header."""
+    nonce = store.run_info(run_id.split(".")[0]).meta["nonce"]
+    return f"{run_id}:{call}@{nonce}"
+
+
 def test_a_react_run_is_journaled_and_a_finished_run_replays_without_calls(
     durable_store: Any, ReActLoop: Any
 ) -> None:
     model = ScriptedModel([use_tools(("look", {"key": "a"})), "A."])
     result = ReActLoop(model, [look], store=durable_store).run("q", run_id="r1")
     assert (
-        result.answer == "A." and [("look", "r1:" + result.messages[1].tool_calls[0].id)] == LEDGER
+        result.answer == "A."
+        and [("look", key(durable_store, "r1", result.messages[1].tool_calls[0].id))] == LEDGER
     )
     kinds = [r.kind for r in durable_store.read("r1")]
     assert kinds == ["model", "tool_started", "tool_finished", "model", "result"]
@@ -96,9 +105,9 @@ def test_an_approval_runs_the_call_once_whoever_approves_again(
     assert paused.stop_reason == "approval_required" and LEDGER == []
     assert durable_store.run_info("r1").status == "paused"
     done = ReActLoop(model, [send], store=durable_store).resume("r1", {"s1": True})
-    assert done.answer == "Sent." and LEDGER == [("send", "r1:s1")]
+    assert done.answer == "Sent." and [("send", key(durable_store, "r1", "s1"))] == LEDGER
     again = ReActLoop(ScriptedModel([]), [send], store=durable_store).resume("r1", {"s1": True})
-    assert again.answer == "Sent." and LEDGER == [("send", "r1:s1")]
+    assert again.answer == "Sent." and [("send", key(durable_store, "r1", "s1"))] == LEDGER
     with pytest.raises(ConfigurationError, match="already decided"):
         ReActLoop(ScriptedModel([]), [send], store=durable_store).resume("r1", {"s1": False})
 
@@ -175,7 +184,8 @@ def test_a_read_only_call_in_doubt_runs_again_with_the_same_key(
     crashing_run(durable_store, "look")
     result = ReActLoop(ScriptedModel(["K."]), [look], store=durable_store).resume("r1")
     assert result.answer == "K."
-    assert LEDGER == [("died", "r1:c1"), ("look", "r1:c1")]  # the same key both times
+    c1 = key(durable_store, "r1", "c1")
+    assert [("died", c1), ("look", c1)] == LEDGER  # the same key both times
 
 
 @tool(read_only=False)
@@ -195,7 +205,7 @@ def test_a_side_effecting_call_in_doubt_waits_for_a_person(
     assert [c.id for c in info.value.calls] == ["c1"]
     assert durable_store.run_info("r1").status == "in_doubt"
     result = loop.resume("r1", {"c1": True})  # run it again, with the same key
-    assert result.answer == "Charged." and LEDGER[-1] == ("charge", "r1:c1")
+    assert result.answer == "Charged." and LEDGER[-1] == ("charge", key(durable_store, "r1", "c1"))
 
 
 def test_a_call_in_doubt_can_be_recorded_as_not_run(durable_store: Any, ReActLoop: Any) -> None:
@@ -237,7 +247,7 @@ def test_a_rewoo_run_resumes_after_a_failed_solver_without_running_steps_again(
     first = ScriptedModel([respond_structured(PLAN), ModelError("solver down")])
     with pytest.raises(ModelError):
         ReWOOPipeline(first, [look], store=durable_store).run("q", run_id="w1")
-    assert [key for _, key in LEDGER] == ["w1:plan0:#E1", "w1:plan0:#E2"]
+    assert [k for _, k in LEDGER] == [key(durable_store, "w1", f"plan0:#E{n}") for n in (1, 2)]
     result = ReWOOPipeline(ScriptedModel(["AA"]), [look], store=durable_store).resume("w1")
     assert result.answer == "AA" and len(LEDGER) == 2
     assert result.evidence["#E2"].content == "A"
@@ -266,7 +276,10 @@ def test_a_plan_and_execute_run_pauses_and_resumes_through_the_store(
     second = ScriptedModel(["sent", "report"])
     done = PlanAndExecute(second, [look, send], store=durable_store).resume("p1", {"s1": True})
     assert done.answer == "report" and done.step_status == ["done", "done"]
-    assert [("look", "p1.1:" + _first_call(durable_store, "p1")), ("send", "p1.2:s1")] == LEDGER
+    assert [
+        ("look", key(durable_store, "p1.1", _first_call(durable_store, "p1"))),
+        ("send", key(durable_store, "p1.2", "s1")),
+    ] == LEDGER
     assert second.calls == 2  # nothing before the pause was asked again
 
 
@@ -342,10 +355,11 @@ def test_an_approved_call_in_doubt_is_asked_about_again_before_it_runs_again(
     loop = ReActLoop(ScriptedModel(["Sent."]), [send], store=durable_store)
     with pytest.raises(CallInDoubt) as info:  # the approval was for one run, not a second
         loop.resume("r1")
-    assert [c.id for c in info.value.calls] == ["s1"] and LEDGER == [("died", "r1:s1")]
+    s1 = key(durable_store, "r1", "s1")
+    assert [c.id for c in info.value.calls] == ["s1"] and [("died", s1)] == LEDGER
     assert durable_store.run_info("r1").status == "in_doubt"
     result = loop.resume("r1", {"s1": True})  # a person decides: run it again, same key
-    assert result.answer == "Sent." and LEDGER == [("died", "r1:s1"), ("send", "r1:s1")]
+    assert result.answer == "Sent." and [("died", s1), ("send", s1)] == LEDGER
     again = ReActLoop(ScriptedModel([]), [send], store=durable_store).resume("r1", {"s1": True})
     assert again.answer == "Sent." and len(LEDGER) == 2  # a second "yes" changes nothing
 
@@ -398,7 +412,8 @@ def test_a_call_in_doubt_of_a_fail_tool_fails_the_run(durable_store: Any) -> Non
         loop.resume("r1")
     assert info.value.policy == "fail" and durable_store.run_info("r1").status == "failed"
     assert loop.resume("r1", {"c1": True}).answer == "Wired."  # an operator decided
-    assert LEDGER == [("died", "r1:c1"), ("wire", "r1:c1")]
+    c1 = key(durable_store, "r1", "c1")
+    assert [("died", c1), ("wire", c1)] == LEDGER
 
 
 def test_status_reads_a_run_from_its_journal_without_calling_anything(
@@ -452,14 +467,21 @@ def test_a_journal_that_no_longer_matches_the_loop_is_refused(durable_store: Any
 
 def test_a_decision_applies_only_to_the_arguments_it_was_made_for(durable_store: Any) -> None:
     """A decision record is bound to the call's name and arguments: one for other arguments
-    (a tampered journal) refuses to run anything."""
+    refuses to run anything, even one sealed into the run's checksum chain (by a writer
+    that knows how: the checksums catch accidents and hand edits, not forgers)."""
     from agentloops import ReActLoop
+    from agentloops.engine._chain import Chain
+    from agentloops.engine.session import append
 
     model = ScriptedModel([use_tools(ToolCall("s1", "send", {"to": "ann"}))])
     ReActLoop(model, [send], store=durable_store).run("q", run_id="r1")
     lease = durable_store.acquire("r1", ttl=30)
     forged = {"approved": True, "name": "send", "args": {"to": "mallory"}, "by": "someone"}
-    durable_store.append(lease, "decision", forged, key="r1:s1")
+    chain = Chain.of("r1", durable_store.run_info("r1").meta)
+    assert chain is not None
+    for record in durable_store.read("r1"):
+        chain.verify(record)
+    append(durable_store, lease, chain, [("decision", forged, "r1:s1")])
     durable_store.release(lease)
     with pytest.raises(CheckpointError, match="made for other arguments"):
         ReActLoop(ScriptedModel(["x"]), [send], store=durable_store).resume("r1")
@@ -495,3 +517,88 @@ def test_a_rewoo_run_stopped_inside_the_worker_keeps_the_steps_that_finished(
         ReWOOPipeline(model, [deletes], store=durable_store).run("q", run_id="w1")
     evidence = info.value.result.evidence
     assert {k: o.content for k, o in evidence.items()} == {"#E1": "A"} and len(LEDGER) == 2
+
+
+def test_a_run_id_reused_after_delete_gets_new_idempotency_keys(
+    durable_store: Any, ReActLoop: Any
+) -> None:
+    """A system that dedupes by key must not take the new run's call for the deleted run's:
+    a key carries the run's nonce, new with each run started under the id, and kept in its
+    header so a resume (in any process) gives its calls the keys they first had."""
+
+    def run() -> None:
+        model = ScriptedModel([use_tools(ToolCall("c1", "look", {"key": "a"})), "A."])
+        ReActLoop(model, [look], store=durable_store).run("q", run_id="r1")
+
+    run()
+    assert durable_store.delete("r1") is True
+    run()
+    first, second = [k for _, k in LEDGER]
+    assert first != second and first.startswith("r1:c1@") and second.startswith("r1:c1@")
+    assert second == key(durable_store, "r1", "c1")  # the nonce in the new run's header
+
+
+def test_every_call_in_doubt_after_one_crash_is_raised_at_once(
+    durable_store: Any, ReActLoop: Any
+) -> None:
+    """Six calls of one turn in flight when the process died: one `CallInDoubt` names all
+    six (not six resumes, one call each), and one resume decides them all."""
+
+    @tool(name="charge", read_only=False)
+    def dies(key: str) -> str:
+        """Charges a card, and the process dies."""
+        LEDGER.append(("died", idempotency_key()))
+        raise Crash
+
+    calls = [ToolCall(f"c{n}", "charge", {"key": str(n)}) for n in range(1, 7)]
+    with pytest.raises(Crash):
+        ReActLoop(ScriptedModel([use_tools(*calls)]), [dies], store=durable_store).run(
+            "q", run_id="r1"
+        )
+    started = [r.data["id"] for r in durable_store.read("r1") if r.kind == "tool_started"]
+    assert started == [c.id for c in calls]  # all six left the process before the crash
+    loop = ReActLoop(ScriptedModel(["Charged."]), [charge], store=durable_store)
+    with pytest.raises(CallInDoubt) as info:
+        loop.resume("r1")
+    assert [c.id for c in info.value.calls] == started
+    assert "6 call(s)" in str(info.value) and durable_store.run_info("r1").status == "in_doubt"
+    before = len(LEDGER)
+    decisions = {c.id: c.id != "c3" for c in calls}  # all but c3 run again
+    result = loop.resume("r1", decisions)
+    assert result.answer == "Charged." and len(LEDGER) == before + 5
+    assert sorted(k for x, k in LEDGER[before:]) == sorted(
+        key(durable_store, "r1", c.id) for c in calls if c.id != "c3"
+    )
+
+
+def test_a_rerun_call_in_doubt_waits_with_the_others_for_the_decisions(
+    durable_store: Any,
+) -> None:
+    """A read-only call in doubt next to one that asks: nothing runs again until a person
+    decided on the one that asks (the read-only one then runs again by itself)."""
+    from agentloops import ReActLoop
+
+    @tool(name="look")
+    def look_dies(key: str) -> str:
+        """Look a key up, and the process dies."""
+        LEDGER.append(("died", idempotency_key()))
+        raise Crash
+
+    @tool(name="charge", read_only=False)
+    def charge_dies(key: str) -> str:
+        """Charge, and the process dies."""
+        LEDGER.append(("died", idempotency_key()))
+        raise Crash
+
+    turn = use_tools(ToolCall("l1", "look", {"key": "a"}), ToolCall("c1", "charge", {"key": "b"}))
+    with pytest.raises(Crash):
+        ReActLoop(ScriptedModel([turn]), [look_dies, charge_dies], store=durable_store).run(
+            "q", run_id="r1"
+        )
+    before = len(LEDGER)
+    loop = ReActLoop(ScriptedModel(["Done."]), [look, charge], store=durable_store)
+    with pytest.raises(CallInDoubt) as info:
+        loop.resume("r1")
+    assert [c.id for c in info.value.calls] == ["c1"] and len(LEDGER) == before
+    assert loop.resume("r1", {"c1": True}).answer == "Done."
+    assert sorted(x for x, _ in LEDGER[before:]) == ["charge", "look"]

@@ -94,10 +94,18 @@ class Child:
         return [json.loads(line) for line in lines]
 
     def tools_run(self) -> Counter[str]:
-        return Counter(line["key"] for line in self.log if line["event"] == "tool")
+        """The journal key of each call that ran (`journal_key`)."""
+        return Counter(journal_key(line["key"]) for line in self.log if line["event"] == "tool")
 
     def models_run(self) -> int:
         return sum(line["event"] == "model" for line in self.log)
+
+
+def journal_key(key: str) -> str:
+    """A call's key in its run's journal, from the idempotency key its tool saw (the journal
+    key, `@`, the run's nonce). A ledger keeps whole keys: were the nonce to change between
+    the sessions of one run, a call run twice would be in it twice, as two journal keys."""
+    return key.partition("@")[0]
 
 
 class Fleet:
@@ -140,7 +148,8 @@ class Fleet:
     def ledger(self, run_id: str) -> Counter[str]:
         path = self.tmp / f"{run_id}.ledger"
         lines = path.read_text().splitlines() if path.exists() else []
-        return Counter(json.loads(line)["key"].replace(run_id, "RUN") for line in lines)
+        keys = (journal_key(json.loads(line)["key"]) for line in lines)
+        return Counter(key.replace(run_id, "RUN") for key in keys)
 
     def stop_all(self) -> None:
         for child in self.children:

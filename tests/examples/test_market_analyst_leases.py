@@ -232,7 +232,8 @@ def test_a_trade_the_process_died_in_is_recorded_once(app, monkeypatch) -> None:
     assert new and trade["status"] == "executed"
     # The call in doubt ran again with the same idempotency key, which the ledger knew.
     [entry] = tools.ledger_entries(app.store.ledger_path)
-    assert entry["call_key"] == f"{trade_id}/trader:{trade['calls'][0]['call_id']}"
+    nonce = app.store.runs.run_info(f"{trade_id}/trader").meta["nonce"]
+    assert entry["call_key"] == f"{trade_id}/trader:{trade['calls'][0]['call_id']}@{nonce}"
     loop = app.store.runs.read(f"{trade_id}/trader")
     kinds = [r.kind for r in loop if r.data.get("name") == "execute_trade"]
     assert kinds == ["tool_started", "tool_finished"]

@@ -459,6 +459,33 @@ def test_delete_of_a_free_run_needs_no_force(store: RunStore) -> None:
     assert store.delete("r1") is False
 
 
+def test_break_lease_frees_a_held_run_fenced_like_a_take_over(store: RunStore) -> None:
+    held = store.start("r1", kind="react", ttl=30, holder="stuck")
+    store.append(held, "model")
+    assert store.break_lease("r1") is True
+    info = store.run_info("r1")
+    assert (info.holder, info.lease_expires_at, info.leased, info.epoch) == (None, None, False, 2)
+    for write, attempt in write_attempts(store, held).items():
+        with pytest.raises(LeaseLost, match=r"its lease was broken, .* \(epoch 2\)"):
+            attempt()
+        assert len(store.read("r1")) == 1, write
+    assert store.release(held) is False
+    assert store.acquire("r1", ttl=30, holder="operator").epoch == 3  # at once, no waiting
+
+
+def test_break_lease_of_a_free_run_changes_nothing(store: RunStore) -> None:
+    store.release(store.start("r1", kind="react", ttl=30))
+    assert store.break_lease("r1") is False
+    assert store.run_info("r1").epoch == 1
+    lapsed = store.start("r2", kind="react", ttl=SHORT, holder="gone")
+    lapse(lapsed)  # expired, still named as its holder: breaking it bumps the epoch too
+    assert store.break_lease("r2") is True and store.run_info("r2").epoch == 2
+    with pytest.raises(RunNotFound):
+        store.break_lease("nope")
+    with pytest.raises(ConfigurationError):
+        store.break_lease("")
+
+
 # --- threads --------------------------------------------------------------------------
 
 
@@ -500,3 +527,71 @@ def test_threads_racing_to_acquire_one_run_have_one_winner(store: RunStore) -> N
     assert len(won) == 1 and len(refused) == 5
     assert {e.holder for e in refused} == {won[0].holder}
     assert won[0].epoch == 2
+
+
+# --- the store's clock ----------------------------------------------------------------
+
+
+class Clock:
+    """A clock a test moves: seconds since the epoch."""
+
+    def __init__(self, offset: float = 0.0):
+        self.now = time.time() + offset
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def on_a_clock(request: pytest.FixtureRequest, tmp_path: Any) -> Any:
+    """`(first, second, clock)`: two writers of one store whose clock is its writers' (not
+    PostgreSQL: its leases are the server's), on one `clock`, which runs an hour ahead
+    until the test sets it right. Two `SQLiteStore`s on one file stand for two processes."""
+    from agentloops import MemoryStore, SQLiteStore
+
+    clock = Clock(3600)
+    if request.param == "memory":
+        store = MemoryStore(clock=clock)
+        yield store, store, clock
+        return
+    with (
+        SQLiteStore(tmp_path / "runs.db", clock=clock) as first,
+        SQLiteStore(tmp_path / "runs.db", clock=clock) as second,
+    ):
+        yield first, second, clock
+
+
+def test_a_lease_taken_while_the_clock_ran_an_hour_ahead_lapses_a_ttl_after_it_is_asked_for(
+    on_a_clock: Any,
+) -> None:
+    first, second, clock = on_a_clock
+    lease = first.start("r1", kind="react", ttl=30, holder="died")
+    clock.now -= 3600  # the clock is set right; the holder died meanwhile
+    with pytest.raises(RunLeased) as caught:
+        second.acquire("r1", ttl=30)
+    assert caught.value.holder == "died"
+    assert caught.value.until == datetime.fromtimestamp(clock.now + 30, timezone.utc)
+    assert caught.value.until < lease.expires_at - timedelta(minutes=59)  # not an hour
+    clock.now += 15
+    with pytest.raises(RunLeased) as again:  # the bound counts from the first ask
+        second.acquire("r1", ttl=30)
+    assert again.value.until == caught.value.until
+    clock.now += 16
+    assert second.acquire("r1", ttl=30, holder="next").epoch == 2
+    with pytest.raises(LeaseLost):
+        first.append(lease, "late")
+
+
+def test_a_live_holder_keeps_its_run_under_the_bound(on_a_clock: Any) -> None:
+    first, second, clock = on_a_clock
+    lease = first.start("r1", kind="react", ttl=30, holder="alive")
+    clock.now -= 3600
+    with pytest.raises(RunLeased):
+        second.acquire("r1", ttl=30)
+    clock.now += 10
+    lease = first.renew(lease)  # its keeper renews every ttl / 3
+    clock.now += 25
+    with pytest.raises(RunLeased) as caught:
+        second.acquire("r1", ttl=30)
+    assert caught.value.holder == "alive"
+    first.append(lease, "model")  # and it still writes

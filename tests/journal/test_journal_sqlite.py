@@ -35,7 +35,7 @@ def test_schema_from_a_newer_agentloops_is_refused_with_its_version(tmp_path: Pa
     with closing(sqlite3.connect(path)) as conn, conn:
         conn.execute("UPDATE agentloops_schema SET version = 99 WHERE component = 'journal'")
     with pytest.raises(
-        StoreError, match=r"schema version 99 is newer than this agentloops supports \(1\)"
+        StoreError, match=r"schema version 99 is newer than this agentloops supports \(2\)"
     ):
         SQLiteStore(path)
 
@@ -143,3 +143,55 @@ def test_synchronous_setting(
         assert conn.execute("PRAGMA synchronous").fetchone() == (level,)
     with pytest.raises(ConfigurationError, match="synchronous"):
         SQLiteStore(tmp_path / "runs.db", synchronous="OFF")  # type: ignore[arg-type]
+
+
+def test_a_writer_whose_clock_ran_ahead_locks_a_run_for_a_ttl_not_an_hour(
+    tmp_path: Path, opened: Callable[..., SQLiteStore]
+) -> None:
+    """Leases are the writers' clock, with a bound: a process that took a lease with its
+    clock an hour ahead, and died, holds the run for at most a ttl after another asks."""
+    import time
+    from datetime import datetime, timezone
+
+    from agentloops import RunLeased
+
+    now = [time.time()]
+    ahead = opened(tmp_path / "runs.db", clock=lambda: now[0] + 3600)
+    here = opened(tmp_path / "runs.db", clock=lambda: now[0])
+    ahead.start("r1", kind="react", ttl=30, holder="ahead")
+    with pytest.raises(RunLeased) as caught:
+        here.acquire("r1", ttl=30)
+    assert caught.value.until == datetime.fromtimestamp(now[0] + 30, timezone.utc)
+    now[0] += 31
+    assert here.acquire("r1", ttl=30).epoch == 2
+
+
+def test_a_file_of_the_first_layout_gets_the_lease_ttl_column(tmp_path: Path) -> None:
+    """A version 1 file (no `lease_ttl`) is brought up to version 2 when first opened; its
+    runs keep their leases, judged without a bound until they are next taken."""
+    from agentloops import RunLeased
+
+    path = tmp_path / "runs.db"
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute(
+            "CREATE TABLE agentloops_schema (component TEXT PRIMARY KEY, version INTEGER NOT NULL)"
+        )
+        conn.execute("INSERT INTO agentloops_schema VALUES ('journal', 1)")
+        conn.execute(
+            "CREATE TABLE agentloops_runs (run_id TEXT PRIMARY KEY, kind TEXT NOT NULL,"
+            " status TEXT NOT NULL, meta TEXT NOT NULL, created_at REAL NOT NULL,"
+            " updated_at REAL NOT NULL, holder TEXT, lease_expires_at REAL, epoch INTEGER NOT NULL)"
+        )
+        conn.execute(
+            "INSERT INTO agentloops_runs VALUES ('old', 'react', 'running', '{}', 1, 1,"
+            " 'someone', 4102444800, 1)"  # held until 2100
+        )
+    with SQLiteStore(path) as store:
+        with pytest.raises(RunLeased):
+            store.acquire("old", ttl=30)
+        assert store.break_lease("old") is True
+        lease = store.acquire("old", ttl=30)
+        assert lease.epoch == 3
+    with closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("SELECT version FROM agentloops_schema").fetchone() == (2,)
+        assert conn.execute("SELECT lease_ttl FROM agentloops_runs").fetchone() == (30.0,)

@@ -58,6 +58,9 @@ pytestmark = [
     ),
     pytest.mark.slow,
 ]
+# Assertions wait as long as the pages' own actions (`set_default_timeout` below): the 5 s
+# default failed a deep run's "pending" on a loaded 2-core machine, not on a slow page.
+expect.set_options(timeout=20_000)
 
 
 class HeldWriter:

@@ -49,3 +49,9 @@ def lost(exc: BaseException) -> ToolOutcome:
     """The outcome of a step an executor failed to run (its failure, not the run's)."""
     text = f"the executor could not run this step: {type(exc).__name__}: {exc}"
     return ToolOutcome(content=text, is_error=True)
+
+
+def cancelled(exc: BaseException) -> ToolOutcome:
+    """The outcome of a call whose task was cancelled, not by its run (its failure)."""
+    text = f"the call was cancelled, not by this run: {type(exc).__name__}: {exc}"
+    return ToolOutcome(content=text, is_error=True)

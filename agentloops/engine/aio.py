@@ -4,7 +4,8 @@ Model calls await the client's `acomplete` (or `astream` when someone streams); 
 client with only `complete` runs in a worker thread. Tool calls await the registry's
 `acall`: an `async def` tool runs on the loop, a sync one in a thread. Cancelling the
 task that drives a run cancels the model call and the tool calls in flight, closes the
-machine, and lets `CancelledError` propagate.
+machine, and lets `CancelledError` propagate; a `CancelledError` that is not the run's (a
+tool awaited something someone else cancelled) is that call's failure.
 
 Rule: a driver performs effects and decides nothing; it knows no loop.
 """
@@ -35,6 +36,7 @@ from agentloops.errors import ModelError
 from agentloops.events import Event, EventSink
 from agentloops.messages import ToolOutcome
 from agentloops.model import ModelResponse
+from agentloops.tools._runtime import own_cancel
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +162,8 @@ class _Tools:
         self.observed = observed
         self.queued: list[StartTool] = []
         self.tasks: set[asyncio.Task[None]] = set()
+        self.cancelled = False
+        """The driver cancelled the calls in flight (a call task cancelled otherwise failed)."""
         # (Event,) from tool tasks, or (call_id, ToolOutcome | BaseException); made when a
         # turn first runs calls in parallel (a run of lone calls never needs one)
         self._inbox: asyncio.Queue[tuple[Any, ...]] | None = None
@@ -206,7 +210,12 @@ class _Tools:
         try:
             if self.observed:
                 inbox.put_nowait((_events.tool_started(effect),))
-            outcome: ToolOutcome | BaseException = await self._call(effect)
+            try:
+                outcome: ToolOutcome | BaseException = await self._call(effect)
+            except asyncio.CancelledError as exc:
+                if self.cancelled:  # the run's own cancellation: nobody waits for this call
+                    raise
+                outcome = _events.cancelled(exc)  # not by us: the call failed, and says so
             if self.observed:
                 inbox.put_nowait((_events.tool_finished(effect, outcome),))  # type: ignore[arg-type]
         except asyncio.CancelledError:
@@ -223,13 +232,16 @@ class _Tools:
         future = host.executor.submit(caller, call.name, call.args, key=effect.call_key)
         try:
             return await asyncio.wrap_future(future)
-        except asyncio.CancelledError:
-            raise
+        except asyncio.CancelledError as exc:
+            if not own_cancel(exc):  # the run is cancelled
+                raise
+            return _events.lost(exc)  # the executor cancelled the call (it shut down)
         except Exception as exc:  # the executor lost the call: its failure
             return _events.lost(exc)
 
     def cancel(self) -> None:
         """Cancel every call in flight (a sync tool's thread runs on, abandoned)."""
+        self.cancelled = True
         for task in list(self.tasks):
             task.cancel()
         self.queued.clear()

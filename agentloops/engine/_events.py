@@ -1,11 +1,12 @@
-"""What both drivers share: the events they make around the effects they perform.
+"""What both drivers share: the events they make around the effects they perform, and
+the failed sink's error they hold until the machine next asks for new work (`Halt`).
 
 Rule: no I/O and no decision: it builds events.
 """
 
 from __future__ import annotations
 
-from agentloops.engine.effects import CallModel, StartTool
+from agentloops.engine.effects import CallModel, Decide, Emit, StartTool
 from agentloops.events import ModelCallFinished, ModelCallStarted, ToolCallFinished, ToolCallStarted
 from agentloops.messages import ToolOutcome
 from agentloops.model import ModelResponse
@@ -55,3 +56,29 @@ def cancelled(exc: BaseException) -> ToolOutcome:
     """The outcome of a call whose task was cancelled, not by its run (its failure)."""
     text = f"the call was cancelled, not by this run: {type(exc).__name__}: {exc}"
     return ToolOutcome(content=text, is_error=True)
+
+
+class Halt:
+    """The error of a sink that failed (a full disk under a `JSONLSink`), which ends the run.
+
+    A driver's `run` keeps it here rather than throwing it where the event was made, so
+    what was under way when the write failed is not lost: a model call's response, a tool
+    call's outcome (already made) still reach the machine (and a durable run's journal).
+    The driver raises it into the machine at the next new work: a model call, a decision,
+    an event, or a wait for a tool call that has not come back. Calls not yet started do
+    not start.
+    """
+
+    __slots__ = ("error",)
+
+    def __init__(self) -> None:
+        self.error: Exception | None = None
+
+    def check(self) -> None:
+        """Raise the sink's error, if it failed."""
+        if self.error is not None:
+            raise self.error
+
+
+HALTS_AT = (CallModel, Decide, Emit)
+"""The effects a failed sink's error is raised at (a wait for a tool call: when none is in)."""

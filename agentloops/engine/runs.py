@@ -169,13 +169,16 @@ def lifecycle(
 
     A failure gets `partial(exc)` as its `.result`, so nothing done is lost, and still
     ends the run's events (with that result's stop reason) before it propagates. A `Stop`
-    gets the partial result with the stop's reason and detail.
+    gets the partial result with the stop's reason and detail. A failure at the last
+    event (a sink that could not write it) gets its partial result too.
     """
     started = clock()
     try:
         if observed:
             yield Emit(RunStarted(loop=loop, run_id=run_id, parent_run_id=parent_run_id))
         result = yield from body
+        if observed:
+            yield Emit(_finished(loop, run_id, result, clock() - started))
     except AgentLoopsError as exc:
         exc.result = partial(exc)
         if isinstance(exc, Stop):
@@ -185,8 +188,6 @@ def lifecycle(
         if observed:
             yield Emit(_finished(loop, run_id, exc.result, clock() - started))
         raise
-    if observed:
-        yield Emit(_finished(loop, run_id, result, clock() - started))
     return result
 
 
@@ -202,10 +203,16 @@ def _finished(loop: str, run_id: str, result: RunRecord, seconds: float) -> RunF
 
 
 def run_tools(
-    calls: list[ToolCall], limit: int, loop: str, run_id: str
+    calls: list[ToolCall],
+    limit: int,
+    loop: str,
+    run_id: str,
+    outcomes: dict[str, ToolOutcome] | None = None,
 ) -> Machine[dict[str, ToolOutcome]]:
-    """Run `calls`, at most `limit` at a time; each call's outcome by id."""
-    outcomes: dict[str, ToolOutcome] = {}
+    """Run `calls`, at most `limit` at a time; each call's outcome by id, kept in
+    `outcomes` (when given) as it arrives, so a run failing part-way still has them."""
+    if outcomes is None:
+        outcomes = {}
     if not calls:
         return outcomes
     started = min(limit, len(calls))

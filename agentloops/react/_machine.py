@@ -69,6 +69,7 @@ class Run:
         "seen_ids",
         "steps",
         "totals",
+        "turn",
         "turns",
     )
 
@@ -89,6 +90,9 @@ class Run:
         self.turns = window(max_repeats)  # the stall guard's last turns
         self.nudged = False
         self.next_tool = NextTool(LOOP, run_id)  # the same ask every step: built once
+        # A parallel turn's outcomes as they come back (None between turns): a run that
+        # fails part-way through the turn holds them in its partial result.
+        self.turn: dict[str, ToolOutcome] | None = None
 
 
 def machine(
@@ -155,7 +159,12 @@ def _lifecycle(
     parent_run_id: str | None,
 ) -> Machine[ReActResult]:
     def partial(exc: AgentLoopsError) -> ReActResult:
-        return exc.result or _result(run, "error", f"{type(exc).__name__}: {exc}")
+        if exc.result is not None:
+            return exc.result  # type: ignore[no-any-return]
+        came, run.turn = run.turn or {}, None  # a turn cut short: what came back is held
+        run.totals.tool_calls += len(came)
+        held = [_tool_result(i, o.content, o.is_error) for i, o in came.items()]
+        return _result(run, "error", f"{type(exc).__name__}: {exc}", held=held)
 
     return lifecycle(
         body,
@@ -272,7 +281,10 @@ def _run_calls(loop: Settings, run: Run, calls: list[ToolCall]) -> Machine[list[
         _, outcome = yield run.next_tool
         run.totals.tool_calls += 1
         return [_answer(call, outcome)]
-    outcomes = yield from run_tools(calls, loop.max_parallel_tools, LOOP, run.run_id)
+    outcomes: dict[str, ToolOutcome] = {}
+    run.turn = outcomes
+    yield from run_tools(calls, loop.max_parallel_tools, LOOP, run.run_id, outcomes)
+    run.turn = None
     run.totals.tool_calls += len(calls)
     return [_answer(c, outcomes[c.id]) for c in calls]
 

@@ -125,7 +125,7 @@ class Cassette:
         The request's credentials are compared as recorded (redacted), so a replay
         matches whatever key its client holds."""
         found = _credentials.secrets(request)
-        url = _credentials.clean(str(_credentials.url(request.url)), found)
+        url = _credentials.clean(_credentials.url(str(request.url)), found)
         sent = Exchange(
             method=request.method, url=url, request=_credentials.clean_value(_body(request), found)
         )
@@ -248,7 +248,7 @@ class CassetteRecorder:
         request.headers["accept-encoding"] = "identity"
         with self._lock:
             self._redact |= _credentials.secrets(request)
-            url = self._clean(str(_credentials.url(request.url)))
+            url = self._clean(_credentials.url(str(request.url)))
             body = _credentials.clean_value(_body(request), self._redact)
             self.cassette.exchanges.append(Exchange(method=request.method, url=url, request=body))
             return len(self.cassette.exchanges) - 1

@@ -95,6 +95,9 @@ class ModelCallFinished(Event):
     """What the call was for in its loop: "planner", "solver", "reporter"... ("": a step)."""
     cost: Decimal | None = None
     """What the call cost, when the loop knows its model's price."""
+    usage_reported: bool = True
+    """False: the provider's reply left out its token counts (`ModelResponse.usage_reported`),
+    so `usage` (and `cost`) count too little."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

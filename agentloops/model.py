@@ -98,6 +98,10 @@ class ModelResponse:
     output: Any = None
     attempts: tuple[ModelAttempt, ...] = ()
     """The models tried, and failed, before `model` answered (empty: it was the first)."""
+    usage_reported: bool = True
+    """False when the provider's reply left out its token counts (an Anthropic stream's
+    `message_delta` without `usage`): `usage` then holds only what it did say (zero, or
+    the stream's opening counts), so a cost or budget built on it counts too little."""
 
 
 @runtime_checkable

@@ -31,6 +31,7 @@ def model_finished(e: CallModel, response: ModelResponse, seconds: float) -> Mod
         attempts=response.attempts,
         role=e.role,
         cost=None if pricer is None else response.usage.cost(pricer(response)),
+        usage_reported=response.usage_reported,
     )
 
 

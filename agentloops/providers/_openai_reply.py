@@ -142,7 +142,10 @@ def parse_completion(
     output = parse_json(text) if structured else None
     message = Message("assistant", tuple(blocks))
     usage = usage_from_wire(reply.usage)
-    return ModelResponse(message, reason, usage, reply.model or model, output), raw_args
+    response = ModelResponse(
+        message, reason, usage, reply.model or model, output, usage_reported=reply.usage is not None
+    )
+    return response, raw_args
 
 
 def parse_arguments(raw: Any) -> dict[str, Any]:

@@ -237,7 +237,11 @@ class AnthropicModel:
                     for sse in self._sdk.Stream.raw_events(events.response):
                         if sse.data:
                             yield from assembly.feed(sse.data)
-                turn.add(assembly.reply(), assembly.request_id)
+                turn.add(
+                    assembly.reply(),
+                    assembly.request_id,
+                    usage_reported=assembly.usage_reported,
+                )
             response = turn.response()
         yield response
 
@@ -257,7 +261,11 @@ class AnthropicModel:
                     async for sse in self._sdk.AsyncStream.raw_events(events.response):
                         for delta in assembly.feed(sse.data) if sse.data else ():
                             yield delta
-                turn.add(assembly.reply(), assembly.request_id)
+                turn.add(
+                    assembly.reply(),
+                    assembly.request_id,
+                    usage_reported=assembly.usage_reported,
+                )
             response = turn.response()
         yield response
 

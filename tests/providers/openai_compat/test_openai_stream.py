@@ -155,6 +155,7 @@ async def test_ids_and_names_repeated_in_every_chunk_are_taken_once(server, mode
     final = (await drain(model, ask(), way))[-1]
     assert final.message.tool_calls == [ToolCall("call__0_weather", "weather", {"city": "Lima"})]
     assert final.usage == Usage()  # that server sends no usage chunk
+    assert not final.usage_reported  # and the response says so
 
 
 async def test_calls_without_an_index_are_told_apart_by_id(server, model, way):

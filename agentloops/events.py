@@ -92,7 +92,8 @@ class ModelCallFinished(Event):
     attempts: tuple[ModelAttempt, ...] = ()
     """The models a `FallbackModel` tried, and that failed, before `model` answered."""
     role: str = ""
-    """What the call was for in its loop: "planner", "solver", "reporter"... ("": a step)."""
+    """What the call was for in its loop (`ModelRequest.role`): "react" (a ReAct step),
+    "executor" (a Plan-and-Execute step's), "planner", "solver", "reporter"..."""
     cost: Decimal | None = None
     """What the call cost, when the loop knows its model's price."""
     usage_reported: bool = True

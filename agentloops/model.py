@@ -84,6 +84,12 @@ class ModelRequest:
     timeout: float | None = None
     """Seconds this call may take at most, retries and their waits included: what is left
     of a run's `deadline`. `None`: the client's own timeouts."""
+    role: str = ""
+    """What the call is for in its loop: `"react"` (a ReAct step), `"executor"` (a
+    Plan-and-Execute step's ReAct call), `"planner"`, `"replanner"`, `"solver"`,
+    `"reporter"`, `"router"`, `"evaluator"`; `""` for a call made outside a loop. A
+    structured call's retries keep it. The one record of a call's role (its events' and
+    the cost per role); a fake can branch on it, providers never send it."""
 
 
 @dataclass(frozen=True, slots=True)

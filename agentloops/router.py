@@ -116,6 +116,7 @@ class Router:
                 system=self.system,
                 max_retries=self.max_retries,
                 loop="router",
+                role="router",
             )
         except ModelOutputError as exc:
             return self._fallback(

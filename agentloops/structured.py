@@ -169,8 +169,8 @@ def _structured(
     output = output_schema(schema)
     mark, raw, errors = totals.mark(), "", ""
     for attempt in range(max_retries + 1):
-        request = ModelRequest(system, messages, max_tokens=max_tokens, output=output)
-        response = yield from call_model(model, request, totals, loop, run_id, attempt, role)
+        request = ModelRequest(system, messages, max_tokens=max_tokens, output=output, role=role)
+        response = yield from call_model(model, request, totals, loop, run_id, attempt)
         raw = _raw(response)
         try:
             value = _parse(schema, response)
@@ -235,14 +235,14 @@ def text_machine(
     if totals is None:
         totals = Totals()
     messages = [Message.user(prompt)]
-    request = ModelRequest(system, messages, max_tokens=max_tokens)
-    response = yield from call_model(model, request, totals, loop, run_id, role=role)
+    request = ModelRequest(system, messages, max_tokens=max_tokens, role=role)
+    response = yield from call_model(model, request, totals, loop, run_id)
     if not empty(response):
         return response
     again = list(messages)  # the first request keeps what it sent
     nudge(again, response.message, tools=False)
-    retry = ModelRequest(system, again, max_tokens=max_tokens)
-    return (yield from call_model(model, retry, totals, loop, run_id, role=role))
+    retry = ModelRequest(system, again, max_tokens=max_tokens, role=role)
+    return (yield from call_model(model, retry, totals, loop, run_id))
 
 
 def reply_stop(response: ModelResponse) -> AnswerStop | Literal["empty"]:

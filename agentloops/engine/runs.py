@@ -112,19 +112,18 @@ def call_model(
     loop: str,
     run_id: str,
     step: int | None = None,
-    role: str = "",
 ) -> Machine[ModelResponse]:
     """The one way a machine calls a model: ask the driver for the call, and add what it
     cost to `totals`. `step` numbers the call for its events and the journal (default: the
-    calls counted so far); a structured answer numbers its own attempts from 0. `role` says
-    what the call is for (the cost per role: "planner", "solver"...).
+    calls counted so far); a structured answer numbers its own attempts from 0. What the
+    call is for is its request's `role` ("planner", "solver"...: the cost per role).
 
     ReAct's step, the one hot path, yields the same `CallModel` and calls the same
     `Totals.spend` itself: this generator would cost it about 3% of a step.
     """
     if step is None:
         step = totals.model_calls
-    response: ModelResponse = yield CallModel(client, request, loop, run_id, step, role)
+    response: ModelResponse = yield CallModel(client, request, loop, run_id, step)
     totals.spend(response.usage)
     return response
 

@@ -66,7 +66,7 @@ class PlanExecuteResult:
     """What the run's model calls cost, when the loop knows its models' prices (`price=`,
     a priced client, or the packaged table); `None` otherwise."""
     cost_by_role: dict[str, Decimal] = field(default_factory=dict)
-    """The cost per role: "planner", "solver", "reporter"..., and "react" for ReAct steps."""
+    """The cost per role: "planner", "replanner", "executor" (the steps' calls), "reporter"."""
 
     def raise_for_stop(self) -> None:
         """Raise the matching `RunError` (with this result) unless the run answered."""

@@ -127,6 +127,9 @@ class ReActLoop:
         self.max_calls_per_turn = max_calls_per_turn
         self.max_tool_calls = max_tool_calls
         self.store = store
+        self.role = "react"
+        """The role its model calls carry (`ModelRequest.role`): a Plan-and-Execute step's
+        loop says "executor"."""
         self._tool_host = ToolHost(self.tools)
         self._runner: Runner[ReActResult] = Runner(
             _machine.LOOP,

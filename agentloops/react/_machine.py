@@ -56,6 +56,7 @@ class Settings(Protocol):
     approval: ApprovalPolicy | None
     max_calls_per_turn: int
     max_tool_calls: int | None
+    role: str
 
 
 class Run:
@@ -180,8 +181,9 @@ def _lifecycle(
 def steps(loop: Settings, run: Run, observed: bool) -> Machine[ReActResult]:
     """Model turns until the run answers or stops."""
     # One request serves every step: its `messages` is the live transcript.
+    role = loop.role
     request = ModelRequest(
-        loop.system, run.messages, tools=loop.tools.specs(), max_tokens=loop.max_tokens
+        loop.system, run.messages, tools=loop.tools.specs(), max_tokens=loop.max_tokens, role=role
     )
     totals, messages, run_id, model = run.totals, run.messages, run.run_id, loop.model
     budget, per_turn, tools = loop.max_total_tokens, loop.max_calls_per_turn, loop.tools
@@ -191,7 +193,7 @@ def steps(loop: Settings, run: Run, observed: bool) -> Machine[ReActResult]:
         if dynamic and tools.revision != seen:
             seen = tools.revision
             request = ModelRequest(
-                loop.system, messages, tools=tools.specs(), max_tokens=loop.max_tokens
+                loop.system, messages, tools=tools.specs(), max_tokens=loop.max_tokens, role=role
             )
         if run.steps >= loop.max_steps:
             return (yield from _at_limit(loop, run, request))
@@ -331,6 +333,7 @@ def _at_limit(loop: Settings, run: Run, request: ModelRequest) -> Machine[ReActR
         tools=request.tools,
         tool_choice="none",
         max_tokens=loop.max_tokens,
+        role=request.role,
     )
     response = yield from call_model(loop.model, final, run.totals, LOOP, run.run_id)
     run.messages.append(response.message)

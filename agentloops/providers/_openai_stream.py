@@ -2,10 +2,10 @@
 
 The sync and async streams feed each event's data to one `StreamAssembler`. It yields
 `TextDelta`, `ThinkingDelta` and `ToolCallDelta` as chunks arrive, assembles tool-call
-argument fragments by index (a new id on a known index is a new call), and at the end gives the reply in the shape of a
-non-streaming body, so the final `ModelResponse` comes from the same `parse_completion`
-as `complete`'s. A stream that stops before its end is a `ModelError`: nothing is ever
-built from a partial tool call.
+argument fragments by index (a new id on a known index is a new call), and at the end
+gives the reply in the shape of a non-streaming body, so the final `ModelResponse` comes
+from the same `parse_completion` as `complete`'s. A stream that stops before its end is a
+`ModelError`: nothing is ever built from a partial tool call.
 
 Rule: no I/O and no loop; the caller feeds it chunks.
 """

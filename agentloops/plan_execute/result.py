@@ -17,6 +17,7 @@ from typing import Literal
 from agentloops._text import cut
 from agentloops.engine.runs import Totals
 from agentloops.errors import raise_for_stop
+from agentloops.events import Record
 from agentloops.messages import ToolCall
 from agentloops.plan_execute.schema import Plan, PlanRevision, PlanStep, plan_problems
 from agentloops.react import ReActResult
@@ -39,7 +40,7 @@ PlanStopReason = Literal[
 
 
 @dataclass(frozen=True, kw_only=True)
-class PlanExecuteResult:
+class PlanExecuteResult(Record):
     """What a Plan-and-Execute run produced, or how far a paused or failed run got."""
 
     answer: str

@@ -9,6 +9,7 @@ import threading
 from typing import Any
 
 import pytest
+from _cancel_helpers import shaky
 
 from agentloops import (
     Event,
@@ -270,15 +271,6 @@ async def test_cancelling_while_the_lease_is_taken_leaves_no_lease_behind(how: s
 
 
 # -- a tool's own CancelledError is its failure; the run's own cancellation propagates ------
-
-
-@tool
-async def shaky() -> str:
-    """Awaits work that someone else cancelled: its own `await` raises CancelledError."""
-    work = asyncio.get_running_loop().create_future()
-    work.cancel()
-    await work
-    return "never"  # pragma: no cover
 
 
 @tool

@@ -9,6 +9,7 @@ import time
 from typing import Any, Literal
 
 import pytest
+from _cancel_helpers import shaky
 
 from agentloops import Tool, ToolOutcome, ToolRegistry, tool
 
@@ -285,15 +286,6 @@ async def test_cancelling_a_timed_async_call_cancels_the_tool():
 async def test_call_under_a_running_loop_still_turns_failures_into_outcomes():
     outcome = ToolRegistry([boom]).call("boom", {"size": 2})
     assert outcome.is_error and outcome.content == "'boom' failed: ValueError: xx"
-
-
-@tool
-async def shaky() -> str:
-    """Awaits work that someone else cancelled: its own `await` raises CancelledError."""
-    work = asyncio.get_running_loop().create_future()
-    work.cancel()
-    await work
-    return "never"  # pragma: no cover
 
 
 @pytest.mark.parametrize("how", ["call", "acall"])

@@ -156,7 +156,9 @@ def structured_machine(
     if totals is None:
         totals = Totals()
     spec: OutputSpec[T] = _spec_of(schema)
-    return _asked(model, spec, prompt, system, max_retries, max_tokens, loop, run_id, role, totals)
+    return ask_machine(
+        model, spec, prompt, system, max_retries, max_tokens, loop, run_id, role, totals
+    )
 
 
 @functools.lru_cache(maxsize=256)
@@ -167,7 +169,9 @@ def _spec_of(schema: type[pydantic.BaseModel]) -> OutputSpec[Any]:
 
 @dataclass(frozen=True, slots=True)
 class Answering:
-    """What a loop's typed final answer adds to a structured call (see `answer_machine`)."""
+    """What a loop's typed final answer adds to a structured call (`ask_machine`): the
+    validator, the run's totals so far, and whether someone watches (then the answer is
+    streamed as it is written and announced when accepted)."""
 
     validator: OutputValidator | None
     observed: bool
@@ -176,37 +180,18 @@ class Answering:
     the validator's context counts it."""
 
 
-def answer_machine(
-    model: ModelClient,
-    spec: OutputSpec[V],
-    prompt: str,
-    *,
-    system: str,
-    max_retries: int,
-    max_tokens: int | None,
-    loop: str,
-    run_id: str,
-    answering: Answering,
-    role: str = "",
-    totals: Totals | None = None,
-) -> Machine[StructuredReply[V]]:
-    """A ReWOO solver's or a Plan-and-Execute reporter's typed answer: `ask_structured` for
-    any output type, with the loop's `output_validator` (a `ModelRetry` it raises goes back
-    like a validation error, within the same `max_retries`), the answer streamed as it is
-    written, and the accepted value announced (`OutputDelta`).
+class Stopped(Exception):
+    """The model refused, or the context window ran out: no retry can help."""
 
-    Raises:
-        ModelOutputError: still rejected after `max_retries` retries (the loop stops with
-            "invalid_output").
-    """
-    if totals is None:
-        totals = Totals()
-    return _asked(
-        model, spec, prompt, system, max_retries, max_tokens, loop, run_id, role, totals, answering
-    )
+    def __init__(self, response: ModelResponse):
+        super().__init__(response.stop_reason)
+        self.reason: Literal["refused", "context_window"] = (
+            "refused" if response.stop_reason == "refusal" else "context_window"
+        )
+        self.detail = f"model stop_reason={response.stop_reason}"
 
 
-def _asked(
+def ask_machine(
     model: ModelClient,
     spec: OutputSpec[V],
     prompt: str | list[Message],
@@ -219,6 +204,15 @@ def _asked(
     totals: Totals,
     answering: Answering | None = None,
 ) -> Machine[StructuredReply[V]]:
+    """`ask_structured` for any output type as a step machine: ask, validate, send the errors
+    back, at most `max_retries` times. With `answering` (a loop's final answer) the answer
+    goes through the loop's validator too, and a refusal or a full context window stops it
+    (`Stopped`): no retry can help.
+
+    Raises:
+        ModelOutputError: still rejected after the retries.
+        Stopped: with `answering`, the model refused or the context window ran out.
+    """
     messages = [Message.user(prompt)] if isinstance(prompt, str) else list(prompt)
     output = spec.schema
     target = spec.target if answering is not None else None
@@ -230,6 +224,8 @@ def _asked(
         response = yield from call_model(
             model, request, totals, loop, run_id, step, role, output=target
         )
+        if answering is not None and response.stop_reason in ("refusal", "context_window"):
+            raise Stopped(response)
         raw = _raw(response)
         reply = sendable(response.message)
         try:

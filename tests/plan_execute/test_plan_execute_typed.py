@@ -1,16 +1,18 @@
 """A typed Plan-and-Execute run: the reporter fills `output_type`; the steps still answer in
-text; a checkpoint keeps the output as its JSON and a resume rebuilds it. Both drivers."""
+text; a resume replays the run's journal (its store, or its checkpointer) and returns the same
+output. Both drivers."""
 
 from __future__ import annotations
 
+import json
+
 import pydantic
-import pytest
 
 from agentloops import (
-    CheckpointError,
     MemoryCheckpointer,
     ModelRetry,
     OutputContext,
+    Price,
     Usage,
     tool,
 )
@@ -88,40 +90,24 @@ def test_past_the_retries_the_run_stops_invalid_output(PlanAndExecute) -> None:
     assert result.step_results == ["24C"]
 
 
-def test_a_typed_checkpoint_keeps_the_json_and_a_resume_rebuilds_the_output(PlanAndExecute):
-    checkpoints = MemoryCheckpointer()
+def test_a_typed_run_on_a_checkpointer_resumes_with_the_same_output(PlanAndExecute):
+    checkpoints = MemoryCheckpointer()  # the run store, under its older name
     model = ScriptedModel(script(respond_structured(ANSWER)))
     agent = PlanAndExecute(model, [weather], output_type=Verdict, checkpointer=checkpoints)
     agent.run("Warmer?", run_id="kept")
-    assert checkpoints.load("kept")["output"] == ANSWER
+    replies = [r.data["response"] for r in checkpoints.read("kept") if r.kind == "model"]
+    assert replies[-1]["output"] == ANSWER  # the journal holds the reporter's reply
     again = PlanAndExecute(
         ScriptedModel([]), [weather], output_type=Verdict, checkpointer=checkpoints
     )
     assert again.resume("kept").output == Verdict(**ANSWER)  # no model call
     assert again.status("kept").output == Verdict(**ANSWER)
     untyped = PlanAndExecute(ScriptedModel([]), [weather], checkpointer=checkpoints)
-    assert untyped.status("kept").output == ANSWER  # without the type, its JSON
+    read = untyped.status("kept")
+    assert (read.output, read.answer) == (None, json.dumps(ANSWER))  # without the type
 
 
-def test_a_saved_output_that_is_not_the_type_is_refused() -> None:
-    from agentloops import PlanAndExecute
-
-    checkpoints = MemoryCheckpointer()
-    PlanAndExecute(
-        ScriptedModel(script(respond_structured(ANSWER))),
-        [weather],
-        output_type=Verdict,
-        checkpointer=checkpoints,
-    ).run("Warmer?", run_id="x")
-    other = PlanAndExecute(ScriptedModel([]), [weather], output_type=int, checkpointer=checkpoints)
-    with pytest.raises(CheckpointError, match="saved output is not a int"):
-        other.status("x")
-
-
-def test_an_untyped_checkpoint_has_no_output_key() -> None:
-    from agentloops import PlanAndExecute
-
-    checkpoints = MemoryCheckpointer()
+def test_an_untyped_run_has_no_output(PlanAndExecute) -> None:
     model = ScriptedModel(
         [
             respond_structured(PLAN),
@@ -130,5 +116,23 @@ def test_an_untyped_checkpoint_has_no_output_key() -> None:
             "Rome is warmer.",
         ]
     )
-    PlanAndExecute(model, [weather], checkpointer=checkpoints).run("Warmer?", run_id="plain")
-    assert "output" not in checkpoints.load("plain")
+    result = PlanAndExecute(model, [weather]).run("Warmer?")
+    assert (result.answer, result.output) == ("Rome is warmer.", None)
+    assert model.requests[-1].output is None
+
+
+def test_a_typed_reporter_is_priced_as_the_reporter(PlanAndExecute) -> None:
+    spent = Usage(input_tokens=1_000_000)
+    model = ScriptedModel(
+        [
+            respond_structured(PLAN, usage=spent),
+            use_tools(("weather", {"city": "Rome"})),
+            "24C",
+            respond_structured({}, usage=spent),  # rejected: still the reporter's
+            respond_structured(ANSWER, usage=spent),
+        ]
+    )
+    agent = PlanAndExecute(model, [weather], output_type=Verdict, price=Price(input=1, output=1))
+    result = agent.run("Warmer?")
+    assert result.output == Verdict(**ANSWER)
+    assert result.cost_by_role["planner"] == 1 and result.cost_by_role["reporter"] == 2

@@ -4,10 +4,12 @@ both drivers."""
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pydantic
 import pytest
 
-from agentloops import InvalidOutput, ModelRetry, OutputContext, tool
+from agentloops import InvalidOutput, ModelRetry, OutputContext, Price, Usage, tool
 from agentloops.rewoo import SOLVER_SYSTEM, TYPED_SOLVER_SYSTEM
 from agentloops.testing import ScriptedModel, respond, respond_structured
 
@@ -114,3 +116,18 @@ def test_your_own_solver_prompt_stays_yours(ReWOOPipeline) -> None:
     model = ScriptedModel([respond_structured(PLAN), respond_structured(ROME)])
     ReWOOPipeline(model, [weather], output_type=Warmer, solver_system="Mine.").run("q")
     assert model.requests[1].system == "Mine."
+
+
+def test_a_typed_solver_is_priced_as_the_solver(ReWOOPipeline) -> None:
+    spent = Usage(input_tokens=1_000_000)
+    model = ScriptedModel(
+        [
+            respond_structured(PLAN, usage=spent),
+            respond_structured({"city": "Rome"}, usage=spent),  # rejected: still the solver's
+            respond_structured(ROME, usage=spent),
+        ]
+    )
+    pipeline = ReWOOPipeline(model, [weather], output_type=Warmer, price=Price(input=1, output=1))
+    result = pipeline.run("Which is warmer?")
+    assert result.output == Warmer(**ROME)
+    assert result.cost_by_role == {"planner": Decimal(1), "solver": Decimal(2)}

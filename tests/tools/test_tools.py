@@ -100,7 +100,7 @@ def test_configuration_errors(fn, kwargs, fragment):
         Tool.from_function(fn, **kwargs)
 
 
-SEVEN: dict[str, Any] = {
+OPTIONS: dict[str, Any] = {
     "name": "weather",
     "description": "The weather.",
     "read_only": False,
@@ -108,23 +108,24 @@ SEVEN: dict[str, Any] = {
     "timeout": 3.0,
     "concurrent": False,
     "on_doubt": "fail",
+    "retries": 3,
 }
 
 
 def _options(t: Tool) -> dict[str, Any]:
-    return {name: getattr(t, name) for name in SEVEN}
+    return {name: getattr(t, name) for name in OPTIONS}
 
 
-def test_the_seven_options_are_one_set_taken_alike_by_every_way_to_build_a_tool():
-    assert set(SEVEN) == set(ToolOptions.__annotations__)
+def test_the_options_are_one_set_taken_alike_by_every_way_to_build_a_tool():
+    assert set(OPTIONS) == set(ToolOptions.__annotations__)
     built = [
-        tool(plain, **SEVEN),
-        tool(**SEVEN)(plain),
-        Tool.from_function(plain, **SEVEN),
-        Tool(plain, **SEVEN),
-        pickle.loads(pickle.dumps(Tool(plain, **SEVEN))),  # rebuilt by value
+        tool(plain, **OPTIONS),
+        tool(**OPTIONS)(plain),
+        Tool.from_function(plain, **OPTIONS),
+        Tool(plain, **OPTIONS),
+        pickle.loads(pickle.dumps(Tool(plain, **OPTIONS))),  # rebuilt by value
     ]
-    assert [_options(t) for t in built] == [SEVEN] * len(built)
+    assert [_options(t) for t in built] == [OPTIONS] * len(built)
     defaults = [tool(plain), tool()(plain), Tool.from_function(plain), Tool(plain)]
     assert len({tuple(_options(t).values()) for t in defaults}) == 1
     assert _options(defaults[0]) == {
@@ -135,6 +136,7 @@ def test_the_seven_options_are_one_set_taken_alike_by_every_way_to_build_a_tool(
         "timeout": None,
         "concurrent": True,
         "on_doubt": "rerun",
+        "retries": 1,
     }
 
 

@@ -306,6 +306,8 @@ class PlanAndExecute:
             "max_digest_chars": self.max_digest_chars,
             "max_tokens": self.max_tokens,
             "max_cost": None if self.max_cost is None else str(self.max_cost),
+            "output_type": None if self.output_spec is None else self.output_spec.schema,
+            "max_output_retries": self.max_output_retries,
         }
 
     def _rebuilt(

@@ -298,6 +298,8 @@ class ReActLoop:
             "max_calls_per_turn": self.max_calls_per_turn,
             "max_tool_calls": self.max_tool_calls,
             "max_cost": None if self.max_cost is None else str(self.max_cost),
+            "output_type": None if self.output_spec is None else self.output_spec.schema,
+            "max_output_retries": self.max_output_retries,
         }
 
     def _rebuilt(self, meta: dict[str, Any], run_id: str, observed: bool) -> Machine[ReActResult]:

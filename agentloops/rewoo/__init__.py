@@ -365,6 +365,8 @@ class ReWOOPipeline:
             "max_retries": self.max_retries,
             "max_tokens": self.max_tokens,
             "max_cost": None if self.max_cost is None else str(self.max_cost),
+            "output_type": None if self.output_spec is None else self.output_spec.schema,
+            "max_output_retries": self.max_output_retries,
         }
 
     def _rebuilt(self, meta: dict[str, Any], run_id: str, observed: bool) -> Machine[ReWOOResult]:

@@ -5,10 +5,13 @@ tests/engine/test_durable_faults.py, its "typed" run.)"""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pydantic
 import pytest
 
 from agentloops import (
+    CheckpointError,
     MemoryStore,
     ModelError,
     ModelRetry,
@@ -18,6 +21,7 @@ from agentloops import (
     ReWOOPipeline,
     tool,
 )
+from agentloops.engine._records import check
 from agentloops.testing import ScriptedModel, respond_structured, use_tools
 
 
@@ -121,3 +125,69 @@ def test_a_finished_typed_run_reads_back_the_same_output(kind: str) -> None:
     assert loop.status(f"{kind}-1").output == Answer(value=20)
     assert loop.resume(f"{kind}-1").output == Answer(value=20)
     assert CHECKS == [2]  # neither the status nor the resume asked it again
+
+
+class Other(pydantic.BaseModel):
+    value: int
+    unit: str
+
+
+def test_a_resume_under_another_output_type_is_refused_unless_allowed() -> None:
+    store = MemoryStore()
+    script = [respond_structured({"value": "x"}), ModelError("the provider fell over")]
+    loop = ReActLoop(ScriptedModel(script), [], output_type=Answer, store=store)
+    with pytest.raises(ModelError):
+        loop.run("q", run_id="typed-2")
+    header = store.run_info("typed-2").meta["fingerprint"]
+    assert header["output_type"]["name"] == "Answer" and header["max_output_retries"] == 2
+
+    for other in ({"output_type": Other}, {"output_type": Answer, "max_output_retries": 4}, {}):
+        changed = ReActLoop(ScriptedModel([]), [], store=store, **other)  # type: ignore[arg-type]
+        with pytest.raises(CheckpointError, match="does not match this loop"):
+            changed.resume("typed-2")
+
+    allowed = ReActLoop(
+        ScriptedModel([respond_structured({"value": 3, "unit": "C"})]),
+        [],
+        output_type=Other,
+        store=store,
+    )
+    result = allowed.resume("typed-2", allow_changes=["output_type"])
+    assert result.output == Other(value=3, unit="C")
+    kinds = [r.kind for r in store.read("typed-2")]
+    assert "settings_changed" in kinds
+
+
+def test_an_untyped_run_keeps_no_output_type_in_its_fingerprint() -> None:
+    store = MemoryStore()
+    ReActLoop(ScriptedModel(["done"]), [], store=store).run("q", run_id="plain-1")
+    header = store.run_info("plain-1").meta["fingerprint"]
+    assert header["output_type"] is None
+
+
+def test_a_typed_runs_records_are_checked_as_they_are_read() -> None:
+    store = MemoryStore()
+    script = [use_tools(("picky", {"x": 1})), respond_structured({"value": 0}), ModelError("x")]
+    loop = ReActLoop(
+        ScriptedModel(script), [picky], output_type=Answer, output_validator=positive, store=store
+    )
+    with pytest.raises(ModelError):
+        loop.run("q", run_id="typed-3")
+    records = {r.kind: r for r in store.read("typed-3")}
+    for r in records.values():
+        check(r)  # what a typed run writes is what its kinds' schemas say
+    damaged = [
+        (records["output_checked"], "retry", 5, "retry"),
+        (records["output_checked"], "step", -1, "step"),
+        (
+            records["tool_finished"],
+            "outcome",
+            {"content": "", "is_error": True, "seconds": 0.0, "retry": "yes"},
+            "outcome.retry",
+        ),
+    ]
+    for record, name, value, field in damaged:
+        bad = dataclasses.replace(record, data={**record.data, name: value})
+        with pytest.raises(CheckpointError) as caught:
+            check(bad)
+        assert caught.value.field == field

@@ -4,11 +4,11 @@ output. Both drivers."""
 
 from __future__ import annotations
 
-import json
-
 import pydantic
+import pytest
 
 from agentloops import (
+    CheckpointError,
     MemoryCheckpointer,
     ModelRetry,
     OutputContext,
@@ -102,9 +102,13 @@ def test_a_typed_run_on_a_checkpointer_resumes_with_the_same_output(PlanAndExecu
     )
     assert again.resume("kept").output == Verdict(**ANSWER)  # no model call
     assert again.status("kept").output == Verdict(**ANSWER)
-    untyped = PlanAndExecute(ScriptedModel([]), [weather], checkpointer=checkpoints)
-    read = untyped.status("kept")
-    assert (read.output, read.answer) == (None, json.dumps(ANSWER))  # without the type
+    for other in ({}, {"output_type": int}, {"output_type": Verdict, "max_output_retries": 5}):
+        changed = PlanAndExecute(ScriptedModel([]), [weather], checkpointer=checkpoints, **other)
+        with pytest.raises(CheckpointError, match="does not match this loop") as refused:
+            changed.status("kept")  # the journal's replies would be judged otherwise
+        assert refused.value.field == "fingerprint"
+        with pytest.raises(CheckpointError, match=r"allow_changes=.*output"):
+            changed.resume("kept")
 
 
 def test_an_untyped_run_has_no_output(PlanAndExecute) -> None:

@@ -5,10 +5,14 @@ Rule: no I/O and no decision: it builds events.
 
 from __future__ import annotations
 
-from agentloops.engine.effects import CallModel, StartTool
+import inspect
+from typing import Any
+
+from agentloops.engine.effects import CallModel, CheckOutput, StartTool
 from agentloops.events import ModelCallFinished, ModelCallStarted, ToolCallFinished, ToolCallStarted
 from agentloops.messages import ToolOutcome
 from agentloops.model import ModelResponse
+from agentloops.tools._runtime import finish
 
 
 def model_started(e: CallModel) -> ModelCallStarted:
@@ -49,3 +53,29 @@ def lost(exc: BaseException) -> ToolOutcome:
     """The outcome of a step an executor failed to run (its failure, not the run's)."""
     text = f"the executor could not run this step: {type(exc).__name__}: {exc}"
     return ToolOutcome(content=text, is_error=True)
+
+
+def check(effect: CheckOutput) -> Any:
+    """Perform a `CheckOutput` here: call the validator (an async one runs to completion)."""
+    value = effect.validator(effect.value, effect.context)
+    if inspect.isawaitable(value):
+        value = finish(_awaited(value))
+    return value
+
+
+async def acheck(effect: CheckOutput) -> Any:
+    """Perform a `CheckOutput` on the event loop: an async validator is awaited, a sync one
+    runs in a worker thread (as a sync tool does)."""
+    import asyncio
+
+    validator = effect.validator
+    if inspect.iscoroutinefunction(validator):
+        return await validator(effect.value, effect.context)
+    value = await asyncio.to_thread(validator, effect.value, effect.context)
+    if inspect.isawaitable(value):
+        value = await value
+    return value
+
+
+async def _awaited(value: Any) -> Any:
+    return await value

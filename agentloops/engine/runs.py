@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
-from agentloops.engine.effects import CallModel, Emit, Machine, NextTool, StartTool
+from agentloops.engine.effects import CallModel, Emit, Machine, NextTool, OutputTarget, StartTool
 from agentloops.errors import AgentLoopsError
 from agentloops.events import RunFinished, RunStarted
 from agentloops.messages import Message, Text, ToolCall, ToolOutcome
@@ -113,18 +113,21 @@ def call_model(
     run_id: str,
     step: int | None = None,
     role: str = "",
+    output: OutputTarget | None = None,
 ) -> Machine[ModelResponse]:
     """The one way a machine calls a model: ask the driver for the call, and add what it
     cost to `totals`. `step` numbers the call for its events and the journal (default: the
     calls counted so far); a structured answer numbers its own attempts from 0. `role` says
-    what the call is for (the cost per role: "planner", "solver"...).
+    what the call is for (the cost per role: "planner", "solver"...). `output`: the reply
+    may be the run's typed answer (a streaming driver parses it as it comes).
 
     ReAct's step, the one hot path, yields the same `CallModel` and calls the same
     `Totals.spend` itself: this generator would cost it about 3% of a step.
     """
     if step is None:
         step = totals.model_calls
-    response: ModelResponse = yield CallModel(client, request, loop, run_id, step, role)
+    call = CallModel(client, request, loop, run_id, step, role, output=output)
+    response: ModelResponse = yield call
     totals.spend(response.usage)
     return response
 

@@ -26,7 +26,11 @@
         ├── EmptyReply              the model answered with nothing, even when asked again
         ├── ApprovalRequired        a tool call waits for a human decision
         ├── CallInDoubt             a durable run's call started, its outcome never recorded
-        └── ToolStepFailed          a tool step failed with `on_tool_error="abort"`
+        ├── ToolStepFailed          a tool step failed with `on_tool_error="abort"`
+        └── InvalidOutput           the answer never matched `output_type` (or its validator)
+
+    ModelRetry                      not an error: a tool or an output validator asks the
+                                    model to try again (its message goes to the model)
 
 Tool failures are not exceptions: they come back as `is_error` results the model can
 act on. A run error never loses work: its `.result` carries the transcript, usage and
@@ -323,6 +327,36 @@ class ToolStepFailed(RunError):
     """A tool step failed and the run was configured to abort on tool errors."""
 
 
+class InvalidOutput(RunError):
+    """The final answer never matched the loop's `output_type`, or its `output_validator`
+    kept asking for another, within `max_output_retries` (`stop_reason="invalid_output"`;
+    the last problem is in the result's `detail`)."""
+
+
+class ModelRetry(Exception):
+    """Raise it from a tool or an output validator to send `message` to the model, which
+    then tries again.
+
+    From a tool, the call's result is an error result carrying the message; a tool may ask
+    `retries` times in a row (`@tool(retries=N)`, default 1), after which the result says
+    its retries are spent and the run goes on. From an `output_validator`, the message goes
+    back with the answer it rejected, within the loop's `max_output_retries`.
+
+    Examples:
+        >>> from agentloops import ModelRetry, tool
+        >>> @tool
+        ... def city_weather(city: str) -> str:
+        ...     '''The weather in a city (English names).'''
+        ...     if city == "Köln":
+        ...         raise ModelRetry("use the English name, Cologne")
+        ...     return "12C"
+    """
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
 STOP_ERRORS: dict[str, type[RunError]] = {
     "max_steps": StepLimitExceeded,
     "max_tool_calls": StepLimitExceeded,
@@ -335,6 +369,7 @@ STOP_ERRORS: dict[str, type[RunError]] = {
     "max_tokens": OutputTruncated,
     "context_window": OutputTruncated,
     "tool_failed": ToolStepFailed,
+    "invalid_output": InvalidOutput,
 }
 """The error each loop's `raise_for_stop` raises per `stop_reason` (others: `RunError`)."""
 

@@ -210,6 +210,25 @@ class ToolCallDelta(Event):
     arguments: str = ""
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OutputDelta(Event):
+    """A typed run's final answer (`output_type=`) as the model writes it (streaming), and
+    once more when it is accepted.
+
+    While the answer is written, `data` is its JSON parsed so far (dicts, lists, strings
+    cut where the model has got to; not yet validated), whichever way the client obtains
+    it (native output, a prompt, a final-answer tool). The last `OutputDelta` of a run
+    comes after validation and the `output_validator`: `final` is True, and `output` is
+    the accepted value, equal to `result.output` (`data` is its JSON). An answer that is
+    rejected is followed by the deltas of the next attempt.
+    """
+
+    data: Any
+    output: Any = None
+    """The accepted output (only on the last delta, where `final` is True)."""
+    final: bool = False
+
+
 Delta = TextDelta | ThinkingDelta | ToolCallDelta
 """What a streaming model client yields before its final `ModelResponse`."""
 
@@ -217,8 +236,13 @@ EventSink = Callable[[Event], None]
 
 
 def _plain(value: Any) -> Any:
-    if isinstance(value, Usage | ToolOutcome | ModelAttempt):
+    if isinstance(value, Usage | ModelAttempt):
         return dataclasses.asdict(value)
+    if isinstance(value, ToolOutcome):
+        data = {"content": value.content, "is_error": value.is_error, "seconds": value.seconds}
+        if value.retry:  # only then: the records stay as they were for every other outcome
+            data["retry"] = True
+        return data
     if isinstance(value, Block):
         return block_to_dict(value)
     if isinstance(value, Message):

@@ -107,6 +107,9 @@ class ToolOutcome:
     content: str
     is_error: bool = False
     seconds: float = 0.0
+    retry: bool = False
+    """The tool raised `ModelRetry`: `content` is its message to the model (the loop
+    counts these per tool, against the tool's `retries`)."""
 
 
 # -- building records on the hot path -----------------------------------------------------
@@ -141,14 +144,15 @@ def _user_turn(content: tuple[Block, ...]) -> Message:
     return turn
 
 
-def _outcome(content: str, is_error: bool, seconds: float) -> ToolOutcome:
-    """`ToolOutcome(content=..., is_error=..., seconds=...)`, built for the hot path (every
-    tool call)."""
+def _outcome(content: str, is_error: bool, seconds: float, retry: bool = False) -> ToolOutcome:
+    """`ToolOutcome(content=..., is_error=..., seconds=..., retry=...)`, built for the hot
+    path (every tool call)."""
     outcome: ToolOutcome = _new(ToolOutcome)
-    set_content, set_error, set_seconds = _outcome_slots
+    set_content, set_error, set_seconds, set_retry = _outcome_slots
     set_content(outcome, content)
     set_error(outcome, is_error)
     set_seconds(outcome, seconds)
+    set_retry(outcome, retry)
     return outcome
 
 

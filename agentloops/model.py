@@ -54,12 +54,25 @@ class ToolSpec:
     input_schema: dict[str, Any]
 
 
+OUTPUT_TOOL = "final_answer"
+"""The default name of the final-answer tool a client may offer for structured output."""
+
+
 @dataclass(frozen=True, slots=True)
 class OutputSchema:
-    """Answer with JSON matching this JSON Schema."""
+    """Answer with JSON matching this JSON Schema.
+
+    A client obtains it the way its provider accepts: native JSON-schema output, a prompt,
+    or a final-answer tool named `tool` offered next to the request's own tools (whose
+    arguments are then the answer). The schema's root is an object.
+    """
 
     name: str
     schema: dict[str, Any]
+    _: KW_ONLY
+    tool: str = OUTPUT_TOOL
+    """The name a final-answer tool gets, when a client uses one; never one of the
+    request's own tools."""
 
 
 ToolChoice = str

@@ -11,20 +11,18 @@ never import it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
-from dataclasses import dataclass
-from typing import Generic, Literal, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, TypeVar
 
 import pydantic
 
-from agentloops._json_text import json_in
-from agentloops._text import cut
-from agentloops._validation import field_errors
 from agentloops.engine import sync
 from agentloops.engine.effects import Machine
 from agentloops.engine.host import NO_TOOLS as _NO_TOOLS
 from agentloops.engine.runs import Totals, call_model, empty, nudge
-from agentloops.errors import ConfigurationError, ModelOutputError
+from agentloops.errors import ConfigurationError, ModelOutputError, ModelRetry
 from agentloops.events import EventSink
 from agentloops.messages import Message, Text, ToolResult
 from agentloops.model import (
@@ -35,12 +33,21 @@ from agentloops.model import (
     OutputSchema,
     answer_stop,
 )
+from agentloops.output import MAX_ERRORS_CHARS as MAX_ERRORS_CHARS
+from agentloops.output import (
+    OutputContext,
+    OutputSpec,
+    OutputValidator,
+    accepted,
+    checked,
+    problem,
+    sendable,
+)
 from agentloops.usage import Usage
 
 T = TypeVar("T", bound=pydantic.BaseModel)
+V = TypeVar("V")
 
-MAX_ERRORS_CHARS = 4000
-"""The validation errors sent back to the model are cut to this (head and tail)."""
 _CUT_OFF = (
     "your reply was cut off by the output limit before the JSON was complete; "
     "reply again with a shorter JSON object"
@@ -48,10 +55,10 @@ _CUT_OFF = (
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class StructuredReply(Generic[T]):
+class StructuredReply(Generic[V]):
     """A validated value, and what it cost to get it."""
 
-    value: T
+    value: V
     usage: Usage
     model_calls: int
     raw: str
@@ -60,7 +67,7 @@ class StructuredReply(Generic[T]):
 
 def output_schema(schema: type[pydantic.BaseModel]) -> OutputSchema:
     """The `OutputSchema` for a pydantic model."""
-    return OutputSchema(schema.__name__, schema.model_json_schema())
+    return _spec_of(schema).schema
 
 
 def ask_structured(
@@ -148,14 +155,45 @@ def structured_machine(
         raise ConfigurationError(f"max_retries must be >= 0, got {max_retries}")
     if totals is None:
         totals = Totals()
-    return _structured(
-        model, schema, prompt, system, max_retries, max_tokens, loop, run_id, role, totals
+    spec: OutputSpec[T] = _spec_of(schema)
+    return ask_machine(
+        model, spec, prompt, system, max_retries, max_tokens, loop, run_id, role, totals
     )
 
 
-def _structured(
+@functools.lru_cache(maxsize=256)
+def _spec_of(schema: type[pydantic.BaseModel]) -> OutputSpec[Any]:
+    """One spec per schema (planners and routers ask with the same few, again and again)."""
+    return OutputSpec(schema)
+
+
+@dataclass(frozen=True, slots=True)
+class Answering:
+    """What a loop's typed final answer adds to a structured call (`ask_machine`): the
+    validator, the run's totals so far, and whether someone watches (then the answer is
+    streamed as it is written and announced when accepted)."""
+
+    validator: OutputValidator | None
+    observed: bool
+    uncounted: Usage = field(default_factory=Usage)
+    """What the run spent that its `totals` do not hold (a Plan-and-Execute run's steps):
+    the validator's context counts it."""
+
+
+class Stopped(Exception):
+    """The model refused, or the context window ran out: no retry can help."""
+
+    def __init__(self, response: ModelResponse):
+        super().__init__(response.stop_reason)
+        self.reason: Literal["refused", "context_window"] = (
+            "refused" if response.stop_reason == "refusal" else "context_window"
+        )
+        self.detail = f"model stop_reason={response.stop_reason}"
+
+
+def ask_machine(
     model: ModelClient,
-    schema: type[T],
+    spec: OutputSpec[V],
     prompt: str | list[Message],
     system: str,
     max_retries: int,
@@ -164,28 +202,62 @@ def _structured(
     run_id: str,
     role: str,
     totals: Totals,
-) -> Machine[StructuredReply[T]]:
+    answering: Answering | None = None,
+) -> Machine[StructuredReply[V]]:
+    """`ask_structured` for any output type as a step machine: ask, validate, send the errors
+    back, at most `max_retries` times. With `answering` (a loop's final answer) the answer
+    goes through the loop's validator too, and a refusal or a full context window stops it
+    (`Stopped`): no retry can help.
+
+    Raises:
+        ModelOutputError: still rejected after the retries.
+        Stopped: with `answering`, the model refused or the context window ran out.
+    """
     messages = [Message.user(prompt)] if isinstance(prompt, str) else list(prompt)
-    output = output_schema(schema)
+    output = spec.schema
+    target = spec.target if answering is not None else None
     mark, raw, errors = totals.mark(), "", ""
     for attempt in range(max_retries + 1):
         request = ModelRequest(system, messages, max_tokens=max_tokens, output=output, role=role)
-        response = yield from call_model(model, request, totals, loop, run_id, attempt)
+        # A plan's attempts are numbered from 0; a final answer's go on from the run's count.
+        step = attempt if answering is None else None
+        response = yield from call_model(model, request, totals, loop, run_id, step, output=target)
+        if answering is not None and response.stop_reason in ("refusal", "context_window"):
+            raise Stopped(response)
         raw = _raw(response)
+        reply = sendable(response.message)
         try:
-            value = _parse(schema, response)
+            value = spec.parse(response)
         except (pydantic.ValidationError, ValueError) as exc:
-            errors = _errors(exc)
+            errors = problem(exc)
             if response.stop_reason == "max_tokens":
                 errors = f"{_CUT_OFF} ({errors})"
-            reply = _sendable(response.message)
             messages = [*messages, reply, _feedback(reply, errors)]
             continue
+        if answering is not None:
+            if answering.validator is not None:
+                context = OutputContext(
+                    run_id=run_id,
+                    loop=loop,
+                    messages=[*messages, reply],
+                    usage=answering.uncounted + totals.usage,
+                    retries=attempt,
+                )
+                try:
+                    value = yield from checked(
+                        spec, answering.validator, value, context, totals.model_calls - 1
+                    )
+                except ModelRetry as retry:
+                    errors = retry.message
+                    messages = [*messages, reply, _feedback(reply, errors, rejected=True)]
+                    continue
+            if answering.observed:
+                yield accepted(spec, value, loop, run_id)
         usage, calls = totals.since(mark)
         return StructuredReply(value=value, usage=usage, model_calls=calls, raw=raw)
     usage, calls = totals.since(mark)
     raise ModelOutputError(
-        f"{schema.__name__}: no valid output after {calls} attempts: {errors}",
+        f"{spec.schema.name}: no valid output after {calls} attempts: {errors}",
         raw=raw,
         errors=errors,
         usage=usage,
@@ -259,36 +331,12 @@ def _raw(response: ModelResponse) -> str:
     return response.message.text
 
 
-def _parse(schema: type[T], response: ModelResponse) -> T:
-    if response.stop_reason == "refusal":
-        raise ValueError("the model refused to answer")
-    if response.output is not None:
-        return schema.model_validate(response.output)
-    text = json_in(response.message.text)
-    if not text:
-        raise ValueError("the reply held no JSON")
-    return schema.model_validate_json(text)
-
-
-def _errors(exc: Exception) -> str:
-    if isinstance(exc, pydantic.ValidationError):
-        text = "; ".join(field_errors(exc, root="(root)", width=None))
-    else:
-        text = str(exc)
-    return cut(text, MAX_ERRORS_CHARS, "[... {cut} of {total} characters of errors cut ...]")
-
-
-def _sendable(reply: Message) -> Message:
-    """The reply as it can go back: a blank turn would be rejected, so it says it was blank."""
-    blocks = tuple(b for b in reply.content if type(b) is not Text or b.text.strip())
-    return Message("assistant", blocks or (Text("(empty reply)"),))
-
-
-def _feedback(reply: Message, errors: str) -> Message:
-    """The user turn that sends the errors back; answers any tool call so the turn is valid."""
+def _feedback(reply: Message, errors: str, *, rejected: bool = False) -> Message:
+    """The user turn that sends the errors (or a validator's message) back; answers any tool
+    call so the turn is valid."""
+    why = "was not accepted" if rejected else "did not validate"
     note = (
-        f"That output did not validate: {errors}. "
-        "Reply again with only a JSON object that matches the schema."
+        f"That output {why}: {errors}. Reply again with only a JSON object that matches the schema."
     )
     results = tuple(ToolResult(c.id, note, True) for c in reply.tool_calls)
     return Message("user", (*results, Text(note)))

@@ -45,11 +45,15 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+import pydantic
+
 from agentloops import (
     CallInDoubt,
     Message,
     ModelRequest,
     ModelResponse,
+    ModelRetry,
+    OutputContext,
     PlanAndExecute,
     ReActLoop,
     ReWOOPipeline,
@@ -65,7 +69,7 @@ from agentloops.testing import FunctionModel, respond, respond_structured
 
 TASK = "Settle the accounts."
 PAY_TASK = "Pay the invoice."
-LOOPS = ("react", "rewoo", "pe")
+LOOPS = ("react", "rewoo", "pe", "typed")
 USAGE = Usage(input_tokens=10, output_tokens=5)
 
 
@@ -246,9 +250,62 @@ def pe_reporter(request: ModelRequest) -> ModelResponse:
     return respond(f"report: {digest(request.messages[-1].text)}", usage=USAGE)
 
 
+# -- a typed ReAct run: a tool that asks for a retry, an answer the validator sends back --------
+
+
+class Settled(pydantic.BaseModel):
+    digest: str
+    items: int
+
+
+def typed_reply(request: ModelRequest) -> ModelResponse:
+    """A credit and a look-up that asks for the English name; the look-up again; an answer
+    the validator rejects (it counts one item); the answer it accepts."""
+    turns = sum(m.role == "assistant" for m in request.messages)
+    seen = results_of(request.messages)
+    if turns == 0:
+        return _calls(
+            ToolCall("t1", "credit", {"item": "a"}), ToolCall("t2", "lookup", {"city": "Köln"})
+        )
+    if turns == 1:
+        return _calls(ToolCall("t3", "lookup", {"city": "Cologne"}))
+    answer = {"digest": digest("|".join(seen)), "items": 1 if turns == 2 else 2}
+    return respond_structured(answer, usage=USAGE)
+
+
+def lookup_tool(job: Job) -> Any:
+    def lookup(city: str) -> str:
+        """Look a city up (English names)."""
+        job.log(event="lookup", city=city)
+        if city == "Köln":
+            raise ModelRetry("use the English name: Cologne")
+        return f"{city}: found"
+
+    return tool(lookup)
+
+
+def validator(job: Job) -> Any:
+    def two_items(out: Settled, context: OutputContext) -> Settled:
+        job.log(event="validator", items=out.items)
+        if out.items != 2:
+            raise ModelRetry("there were two items: count again")
+        return out
+
+    return two_items
+
+
 def build(job: Job, store: RunStore) -> Any:
     ttl = job.spec.get("ttl", 30.0)
     loop = job.spec["loop"]
+    if loop == "typed":
+        return ReActLoop(
+            model(job, "typed", typed_reply),
+            [*tools(job), lookup_tool(job)],
+            store=store,
+            lease_ttl=ttl,
+            output_type=Settled,
+            output_validator=validator(job),
+        )
     if loop == "react":
         return ReActLoop(model(job, "react", react_reply), tools(job), store=store, lease_ttl=ttl)
     if loop == "rewoo":
@@ -274,12 +331,14 @@ def summary(loop: str, result: Any) -> dict[str, Any]:
         "usage": usage,
         "model_calls": result.model_calls,
     }
-    if loop == "react":
+    if loop in ("react", "typed"):
+        output = result.output.model_dump(mode="json") if result.output is not None else None
         return {
             **common,
             "messages": [message_to_dict(m) for m in result.messages],
             "tool_calls": result.tool_calls,
             "pending": [c.id for c in result.pending_approvals],
+            "output": output,
         }
     if loop == "rewoo":
         evidence = {k: [o.content, o.is_error] for k, o in result.evidence.items()}

@@ -40,6 +40,7 @@ RUNNABLE = [
     "rewoo.md",
     "streaming.md",
     "testing.md",
+    "typed-output.md",
 ]
 BLOCK = re.compile(r"^```python\n(.*?)^```$", re.DOTALL | re.MULTILINE)
 SHELL = re.compile(r"^```(?:sh|bash)\n(.*?)^```$", re.DOTALL | re.MULTILINE)
@@ -68,7 +69,9 @@ def run_page(page: str) -> dict[str, Any]:
     assert blocks, f"{page} has no runnable python block"
     namespace: dict[str, Any] = {"__name__": f"docs.{page}"}
     for i, code in enumerate(blocks):
-        exec(compile(code, f"{page} block {i + 1}", "exec"), namespace)
+        # dont_inherit: a block runs as a user's script would, without this module's
+        # `from __future__ import annotations` (pydantic resolves its models' hints then)
+        exec(compile(code, f"{page} block {i + 1}", "exec", dont_inherit=True), namespace)
     return namespace
 
 
@@ -218,10 +221,12 @@ def test_readme_scripts_exist_and_take_the_options_shown() -> None:
 def test_readme_quick_start_runs(capsys: Any) -> None:
     blocks = BLOCK.findall(README.read_text(encoding="utf-8"))
     assert len(blocks) == 1
-    exec(compile(blocks[0], "README quick start", "exec"), {"__name__": "readme"})
+    code = compile(blocks[0], "README quick start", "exec", dont_inherit=True)
+    exec(code, {"__name__": "readme"})
     out = capsys.readouterr().out
     assert "2 + 3 = 5 answered" in out
     assert out.count("2 + 3 = 5") == 3  # run, arun, and the streamed text
+    assert "a=2 b=3 total=5" in out  # the typed answer
 
 
 MARKDOWN = [README, *sorted(DOCS.glob("*.md"))]

@@ -175,6 +175,31 @@ def test_a_sink_failing_at_a_model_call_keeps_the_reply_or_makes_no_call(
     assert (result.messages[-1].text == "hi") is made and result.stop_reason == "error"
 
 
+def test_a_sink_failing_at_a_typed_answer_keeps_the_reply_and_asks_no_validator(
+    ReActLoop: Any,
+) -> None:
+    import pydantic
+
+    class Sum(pydantic.BaseModel):
+        total: int
+
+    checked: list[Any] = []
+
+    def check(out: Sum, context: Any) -> Sum:
+        checked.append(out)
+        return out
+
+    model = ScriptedModel([respond_structured({"total": 3})])
+    loop = ReActLoop(
+        model, [], output_type=Sum, output_validator=check, on_event=FailsOn(ModelCallFinished)
+    )
+    with pytest.raises(RecordWriteError) as info:
+        loop.run("q")
+    result = info.value.result
+    assert model.calls == result.model_calls == 1 and result.stop_reason == "error"
+    assert checked == []  # the validator is new work: a failed sink starts none
+
+
 def test_a_durable_run_whose_sink_fails_after_a_tool_journals_its_outcome(ReActLoop: Any) -> None:
     from agentloops.journal import MemoryStore
 

@@ -45,8 +45,23 @@ def response_from_dict(data: dict[str, Any]) -> ModelResponse:
 
 
 def outcome_to_dict(outcome: ToolOutcome) -> dict[str, Any]:
-    return {"content": outcome.content, "is_error": outcome.is_error, "seconds": outcome.seconds}
+    data = {"content": outcome.content, "is_error": outcome.is_error, "seconds": outcome.seconds}
+    if outcome.retry:  # only then: older journals have no such key
+        data["retry"] = True
+    return data
 
 
 def outcome_from_dict(data: dict[str, Any]) -> ToolOutcome:
-    return ToolOutcome(content=data["content"], is_error=data["is_error"], seconds=data["seconds"])
+    return ToolOutcome(
+        content=data["content"],
+        is_error=data["is_error"],
+        seconds=data["seconds"],
+        retry=data.get("retry", False),
+    )
+
+
+def jsonable(value: Any) -> Any:
+    """A value as JSON data (a pydantic model's dump, a dataclass's fields, ...)."""
+    from pydantic_core import to_jsonable_python
+
+    return to_jsonable_python(value)

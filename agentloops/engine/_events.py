@@ -6,10 +6,14 @@ Rule: no I/O and no decision: it builds events.
 
 from __future__ import annotations
 
-from agentloops.engine.effects import CallModel, Decide, Emit, StartTool
+import inspect
+from typing import Any
+
+from agentloops.engine.effects import CallModel, CheckOutput, Decide, Emit, StartTool
 from agentloops.events import ModelCallFinished, ModelCallStarted, ToolCallFinished, ToolCallStarted
 from agentloops.messages import ToolOutcome
 from agentloops.model import ModelResponse
+from agentloops.tools._runtime import finish
 
 
 def model_started(e: CallModel) -> ModelCallStarted:
@@ -65,9 +69,9 @@ class Halt:
     A driver's `run` keeps it here rather than throwing it where the event was made, so
     what was under way when the write failed is not lost: a model call's response, a tool
     call's outcome (already made) still reach the machine (and a durable run's journal).
-    The driver raises it into the machine at the next new work: a model call, a decision,
-    an event, or a wait for a tool call that has not come back. Calls not yet started do
-    not start.
+    The driver raises it into the machine at the next new work: a model call, an output
+    check, a decision, an event, or a wait for a tool call that has not come back. Calls
+    not yet started do not start.
     """
 
     __slots__ = ("error",)
@@ -81,5 +85,31 @@ class Halt:
             raise self.error
 
 
-HALTS_AT = (CallModel, Decide, Emit)
+HALTS_AT = (CallModel, CheckOutput, Decide, Emit)
 """The effects a failed sink's error is raised at (a wait for a tool call: when none is in)."""
+
+
+def check(effect: CheckOutput) -> Any:
+    """Perform a `CheckOutput` here: call the validator (an async one runs to completion)."""
+    value = effect.validator(effect.value, effect.context)
+    if inspect.isawaitable(value):
+        value = finish(_awaited(value))
+    return value
+
+
+async def acheck(effect: CheckOutput) -> Any:
+    """Perform a `CheckOutput` on the event loop: an async validator is awaited, a sync one
+    runs in a worker thread (as a sync tool does)."""
+    import asyncio
+
+    validator = effect.validator
+    if inspect.iscoroutinefunction(validator):
+        return await validator(effect.value, effect.context)
+    value = await asyncio.to_thread(validator, effect.value, effect.context)
+    if inspect.isawaitable(value):
+        value = await value
+    return value
+
+
+async def _awaited(value: Any) -> Any:
+    return await value

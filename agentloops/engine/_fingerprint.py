@@ -20,10 +20,12 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from agentloops.errors import CheckpointError, ConfigurationError
+from agentloops.model import OutputSchema
 from agentloops.tools import ToolRegistry
 
 Parts = Mapping[str, object]
-"""What a loop's fingerprint is made of: part name to value (its `ToolRegistry` for the tools)."""
+"""What a loop's fingerprint is made of: part name to value (its `ToolRegistry` for the tools,
+the `OutputSchema` of its `output_type`)."""
 
 _HASHED = "h:"
 _SHOWN = 32
@@ -35,7 +37,8 @@ def condensed(parts: Parts) -> dict[str, Any]:
     and input schemas, without the schemas' titles and descriptions (text for people, and
     what pydantic versions word differently), and its toolsets by where they come from: a
     toolset's tools may change while a run goes on (an MCP server re-lists them), so they
-    are the server's to decide, not the run's."""
+    are the server's to decide, not the run's. An `OutputSchema` (a typed run's) counts as
+    its name and its schema, bare as the tools' are."""
     return {name: _condense(value, nested=True) for name, value in parts.items()}
 
 
@@ -56,6 +59,8 @@ def _bare(schema: Any) -> Any:
 def _condense(value: object, *, nested: bool) -> Any:
     if isinstance(value, ToolRegistry):
         value = _tools(value)
+    elif isinstance(value, OutputSchema):
+        value = {"name": value.name, "schema": _bare(value.schema)}
     if value is None or isinstance(value, bool | int | float):
         return value
     if isinstance(value, str) and len(value) <= _SHOWN and not value.startswith(_HASHED):

@@ -82,13 +82,15 @@ SCHEMAS: dict[str, tuple[dict[str, Any], bool]] = {
         {
             "call_id": str,
             "name": str,
-            "outcome": {"content": str, "is_error": bool, "seconds": _Number},
+            "outcome": {"content": str, "is_error": bool, "seconds": _Number, "retry?": bool},
         },
         True,
     ),
     "approval_requested": ({"run": str, "calls": [_CALL]}, False),
     "decision": (_DECISION, True),
     "doubt_decision": (_DECISION, True),
+    # An output validator's verdict: the value it kept (JSON), or its ModelRetry message.
+    "output_checked": ({"run": str, "step": _Count, "value?": _Any, "retry?": str}, False),
     "settings_changed": ({"changed": [str], "by": str}, False),
     "failed": ({"error": str}, False),
     "result": ({"stop_reason": str, "answer": str}, False),

@@ -21,8 +21,10 @@ from dataclasses import dataclass
 from typing import Any, Generic
 
 from agentloops.engine import _events
+from agentloops.engine._partial import PartialOutput
 from agentloops.engine.effects import (
     CallModel,
+    CheckOutput,
     Decide,
     Emit,
     Journal,
@@ -106,6 +108,8 @@ async def drive(
                     yield effect.event  # type: ignore[union-attr]
                 elif kind is Journal:
                     await asyncio.to_thread(effect.write, effect.entries, effect.status)  # type: ignore[union-attr]
+                elif kind is CheckOutput:
+                    outcome = await _events.acheck(effect)  # type: ignore[arg-type]
                 elif kind is not Decide:  # Decide: nobody to ask in a plain run
                     raise TypeError(f"not an effect: {effect!r}")
             except Exception as exc:  # the machine decides: attach its partial result, raise
@@ -138,12 +142,17 @@ async def _call_model(
     response: ModelResponse | None = None
     if astream is not None:
         parts = astream(request)
+        loop, run_id = effect.loop, effect.run_id
+        partial = PartialOutput(effect.output) if effect.output is not None else None
         try:
             async for part in parts:
                 if isinstance(part, ModelResponse):
                     response = part
                     break
-                yield dataclasses.replace(part, loop=effect.loop, run_id=effect.run_id)
+                yield dataclasses.replace(part, loop=loop, run_id=run_id)
+                parsed = partial.feed(part) if partial is not None else None
+                if parsed is not None:
+                    yield dataclasses.replace(parsed, loop=loop, run_id=run_id)
         finally:
             aclose = getattr(parts, "aclose", None)  # an async generator's
             if aclose is not None:

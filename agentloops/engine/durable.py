@@ -1,10 +1,11 @@
 """Durable runs: every outcome journaled before the run moves on, and replayed on resume.
 
 `journaled(machine, ...)` wraps a loop's step machine. Live, it passes each effect to the
-driver and records the outcome (a model response; a tool call's start, then its outcome)
-through `Journal` effects. On resume it first answers the machine from the journal (the
-machine is deterministic given its outcomes, so it makes the same requests again and no
-model or tool call is repeated for an outcome on record), then goes on live.
+driver and records the outcome (a model response; a tool call's start, then its outcome;
+what an output validator said) through `Journal` effects. On resume it first answers the
+machine from the journal (the machine is deterministic given its outcomes, so it makes the
+same requests again and no model or tool call is repeated for an outcome on record), then
+goes on live.
 
 A call that started but has no recorded outcome is *in doubt* (the process died during
 it). Its tool's `on_doubt` says what happens: "rerun" runs it again with the same
@@ -28,6 +29,7 @@ from typing import Any
 from agentloops.engine import _codec
 from agentloops.engine.effects import (
     CallModel,
+    CheckOutput,
     Decide,
     Effect,
     Emit,
@@ -38,7 +40,7 @@ from agentloops.engine.effects import (
     StartTool,
     call_key,
 )
-from agentloops.errors import AgentLoopsError, CallInDoubt, CheckpointError
+from agentloops.errors import AgentLoopsError, CallInDoubt, CheckpointError, ModelRetry
 from agentloops.journal import Entry, JournalRecord
 from agentloops.messages import ToolCall, ToolOutcome
 from agentloops.tools import ToolRegistry
@@ -48,6 +50,9 @@ FORMAT = 2
 Format 2 added the run's `nonce` to its header (in every idempotency key and the seed of
 the checksum chain), a checksum on each record, and the loop's fingerprint; format 1
 journals still resume (docs/durability.md says how)."""
+
+CHECKED = "output_checked"
+"""The journal kind of an output validator's verdict: the value it kept, or its retry."""
 
 DOUBT = "doubt_decision"
 """The journal kind of a person's decision on a call in doubt (an approval is "decision")."""
@@ -109,6 +114,7 @@ class _Replay:
         self.tools = tools
         self.nonce = nonce
         self.models = deque(r for r in past if r.kind == "model")
+        self.checks = deque(r for r in past if r.kind == CHECKED)
         self.finished = {r.key: r for r in past if r.kind == "tool_finished"}
         self.started = {r.key: r for r in past if r.kind == "tool_started"}
         self.decided = {r.key: r.data for r in past if r.kind == "decision"}
@@ -124,7 +130,8 @@ class _Replay:
         self.resumed = bool(past)
         self.live = False
         """Whether this session went past where the earlier ones stopped: it made a call of
-        its own (a model's or a tool's), or a call in doubt was declined."""
+        its own (a model's or a tool's), asked an output validator, or a call in doubt was
+        declined."""
 
     def perform(self, effect: Effect, pending: list[Entry], write: Write) -> Machine[Any]:
         kind = type(effect)
@@ -136,6 +143,8 @@ class _Replay:
             return (yield from self._next(effect, pending, write))  # type: ignore[arg-type]
         if kind is Decide:
             return (yield from self._decide(effect, pending, write))  # type: ignore[arg-type]
+        if kind is CheckOutput:
+            return (yield from self._check(effect, pending))  # type: ignore[arg-type]
         if kind is Emit and self.resumed and not self.live:
             # Until it goes past where the earlier sessions stopped, a resumed run goes where
             # they went (the machine is deterministic), and they sent these events.
@@ -155,6 +164,27 @@ class _Replay:
         step = {"run": effect.run_id, "step": effect.step}
         pending.append(("model", {**step, "response": _codec.response_to_dict(response)}))
         return response
+
+    def _check(self, effect: CheckOutput, pending: list[Entry]) -> Machine[Any]:
+        """An output validator's verdict: from the journal, or asked now and recorded (as
+        JSON: the machine validates what comes back, on replay as live)."""
+        if self.checks:
+            record = self.checks.popleft()
+            data = record.data
+            if (data["run"], data["step"]) != (effect.run_id, effect.step):
+                raise _mismatch(record, f"an output check of run {effect.run_id}")
+            if "retry" in data:
+                raise ModelRetry(data["retry"])
+            return data["value"]
+        step = {"run": effect.run_id, "step": effect.step}
+        self.live = True
+        try:
+            value = yield effect
+        except ModelRetry as retry:
+            pending.append((CHECKED, {**step, "retry": retry.message}))
+            raise
+        pending.append((CHECKED, {**step, "value": _codec.jsonable(value)}))
+        return value
 
     def _start(self, effect: StartTool, pending: list[Entry], write: Write) -> Machine[None]:
         call, key = effect.call, effect.call_key

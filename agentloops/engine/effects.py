@@ -10,6 +10,7 @@ journal of them.
 | effect      | the driver                                        | outcome sent back            |
 |-------------|---------------------------------------------------|------------------------------|
 | `CallModel` | calls `client` (streaming it when someone listens) | the `ModelResponse`          |
+| `CheckOutput` | calls the output validator (awaits an async one)  | the value it returns         |
 | `StartTool` | starts the call (queued: a lone call runs inline)  | `None`                       |
 | `NextTool`  | waits for a started call to finish                 | `(call_id, ToolOutcome)`     |
 | `Decide`    | looks for human decisions on the calls            | `{call_id: bool}`, or `None` |
@@ -41,6 +42,17 @@ def call_key(run_id: str, call_id: str) -> str:
     return f"{run_id}:{call_id}"
 
 
+@dataclass(frozen=True, slots=True)
+class OutputTarget:
+    """Where a call may write a typed run's final answer, so a streaming driver can parse
+    it as it arrives (`OutputDelta`): the text, or the arguments of the final-answer tool."""
+
+    tool: str
+    """The final-answer tool's name, when the client offers one."""
+    key: str | None = None
+    """A non-object output is wrapped under this key of the JSON object."""
+
+
 @dataclass(slots=True)
 class CallModel:
     """Call `client` with `request`."""
@@ -53,11 +65,29 @@ class CallModel:
     """The machine's count of model calls so far in this run (for the events)."""
     pricer: Callable[[ModelResponse], Price] | None = None
     """Prices the reply, for its `ModelCallFinished.cost` (set by `engine.meter`)."""
+    output: OutputTarget | None = None
+    """Set when the reply may be the run's final typed answer (see `OutputTarget`)."""
 
     @property
     def role(self) -> str:
         """What the call is for in its loop: its request's `role` (the one record)."""
         return self.request.role
+
+
+@dataclass(slots=True)
+class CheckOutput:
+    """Call a loop's `output_validator` with a validated answer and its context; the outcome
+    is the value it returns (`None` keeps `value`). A `ModelRetry` it raises, and any other
+    exception, is thrown back into the machine, which decides."""
+
+    validator: Callable[[Any, Any], Any]
+    value: Any
+    context: Any
+    """The validator's second argument (an `agentloops.output.OutputContext`)."""
+    loop: str
+    run_id: str
+    step: int
+    """The model call whose answer is checked (matches the journal on replay)."""
 
 
 @dataclass(slots=True)
@@ -116,7 +146,7 @@ class Emit:
     event: Event
 
 
-Effect = CallModel | StartTool | NextTool | Decide | Journal | Emit
+Effect = CallModel | CheckOutput | StartTool | NextTool | Decide | Journal | Emit
 
 Machine = Generator[Effect, Any, R]
 """A step machine that returns `R` (a run's result) when it is done."""

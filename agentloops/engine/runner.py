@@ -20,7 +20,7 @@ from typing import Any, Generic
 
 from agentloops.engine import _fingerprint, session, streams, sync
 from agentloops.engine.durable import journaled
-from agentloops.engine.effects import CallModel, Machine, NextTool, R, StartTool
+from agentloops.engine.effects import CallModel, CheckOutput, Machine, NextTool, R, StartTool
 from agentloops.engine.host import ToolHost
 from agentloops.engine.meter import Meter, metered
 from agentloops.errors import AgentLoopsError, CallInDoubt, ConfigurationError
@@ -307,7 +307,7 @@ def _replayed(machine: Machine[R], run_id: str) -> R:
         while True:
             effect = machine.send(outcome) if error is None else machine.throw(error)
             outcome, error = None, None
-            if type(effect) in (CallModel, StartTool, NextTool):
+            if type(effect) in (CallModel, CheckOutput, StartTool, NextTool):
                 error = _Frontier(f"run {run_id!r} goes on from here")
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]

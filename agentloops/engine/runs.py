@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
-from agentloops.engine.effects import CallModel, Emit, Machine, NextTool, StartTool
+from agentloops.engine.effects import CallModel, Emit, Machine, NextTool, OutputTarget, StartTool
 from agentloops.errors import AgentLoopsError
 from agentloops.events import RunFinished, RunStarted
 from agentloops.messages import Message, Text, ToolCall, ToolOutcome
@@ -112,18 +112,23 @@ def call_model(
     loop: str,
     run_id: str,
     step: int | None = None,
+    *,
+    output: OutputTarget | None = None,
 ) -> Machine[ModelResponse]:
     """The one way a machine calls a model: ask the driver for the call, and add what it
     cost to `totals`. `step` numbers the call for its events and the journal (default: the
     calls counted so far); a structured answer numbers its own attempts from 0. What the
     call is for is its request's `role` ("planner", "solver"...: the cost per role).
+    `output`: the reply may be the run's typed answer (a streaming driver parses it as it
+    comes).
 
     ReAct's step, the one hot path, yields the same `CallModel` and calls the same
     `Totals.spend` itself: this generator would cost it about 3% of a step.
     """
     if step is None:
         step = totals.model_calls
-    response: ModelResponse = yield CallModel(client, request, loop, run_id, step)
+    call = CallModel(client, request, loop, run_id, step, output=output)
+    response: ModelResponse = yield call
     totals.spend(response.usage)
     return response
 

@@ -20,8 +20,10 @@ from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any
 
 from agentloops.engine import _events, _threads
+from agentloops.engine._partial import PartialOutput
 from agentloops.engine.effects import (
     CallModel,
+    CheckOutput,
     Decide,
     Emit,
     Journal,
@@ -111,6 +113,8 @@ def drive(
                 elif kind is Journal:
                     effect.write(effect.entries, effect.status)  # type: ignore[union-attr]
                     outcome = None
+                elif kind is CheckOutput:
+                    outcome = _events.check(effect)  # type: ignore[arg-type]
                 else:
                     raise TypeError(f"not an effect: {effect!r}")
             except Exception as exc:  # the machine decides: attach its partial result, raise
@@ -143,14 +147,21 @@ def _call_model(
 
 
 def _streamed(parts: Any, effect: CallModel) -> Events[ModelResponse]:
-    """Yield a streaming client's deltas (stamped with the run) and return its response."""
+    """Yield a streaming client's deltas (stamped with the run), and the typed answer parsed
+    so far when the call may write one; return the response."""
     from agentloops.errors import ModelError
 
+    loop, run_id = effect.loop, effect.run_id
+    partial = PartialOutput(effect.output) if effect.output is not None else None
     try:
         for part in parts:
             if isinstance(part, ModelResponse):
                 return part
-            yield dataclasses.replace(part, loop=effect.loop, run_id=effect.run_id)
+            yield dataclasses.replace(part, loop=loop, run_id=run_id)
+            if partial is not None:
+                parsed = partial.feed(part)
+                if parsed is not None:
+                    yield dataclasses.replace(parsed, loop=loop, run_id=run_id)
     finally:
         close = getattr(parts, "close", None)  # a generator's; a plain iterator has none
         if close is not None:

@@ -30,6 +30,7 @@ from agentloops.events import Event, EventSink
 from agentloops.journal import RunStore
 from agentloops.journal.memory import MemoryStore
 from agentloops.model import ModelClient
+from agentloops.output import OutputValidator, output_spec
 from agentloops.plan_execute import _machine
 from agentloops.plan_execute.prompts import (
     EXECUTOR_SYSTEM,
@@ -99,6 +100,12 @@ class PlanAndExecute:
         deadline: seconds a run may take, wall clock (from its start, or from a resume):
             checked before each model call, and each call's timeout is what is left; the
             run stops with `"deadline"`. A tool call that started runs to its end.
+        output_type: the type the reporter's answer must have; `result.output` is the
+            validated value (docs/typed-output.md). The steps still answer in text.
+        output_validator: `fn(output, context)`, sync or async: returns the output
+            (possibly changed; `None` keeps it) or raises `ModelRetry("why")`.
+        max_output_retries: reporter answers that may be rejected before the run stops
+            with `"invalid_output"`.
 
     The default prompts are module constants of `agentloops.plan_execute`; read them
     there, or in docs/plan-and-execute.md.
@@ -130,6 +137,9 @@ class PlanAndExecute:
         max_cost: Amount | None = None,
         price: Price | Mapping[str, Price] | None = None,
         deadline: float | None = None,
+        output_type: Any = None,
+        output_validator: OutputValidator | None = None,
+        max_output_retries: int = 2,
     ):
         check_limits(
             max_plan_steps=(max_plan_steps, 1),
@@ -183,6 +193,11 @@ class PlanAndExecute:
         self.planner_system = PLANNER_SYSTEM if planner_system is None else planner_system
         self.reporter_system = REPORTER_SYSTEM if reporter_system is None else reporter_system
         self.replanner_system = REPLANNER_SYSTEM if replanner_system is None else replanner_system
+        self.output_type = output_type
+        self.output_validator = output_validator
+        self.max_output_retries = max_output_retries
+        self.output_spec = output_spec(output_type, output_validator, max_output_retries)
+        """The output type's schema and checks (`None` without an `output_type`)."""
 
     # -- drivers -------------------------------------------------------------------
 
@@ -292,6 +307,8 @@ class PlanAndExecute:
             "max_digest_chars": self.max_digest_chars,
             "max_tokens": self.max_tokens,
             "max_cost": None if self.max_cost is None else str(self.max_cost),
+            "output_type": None if self.output_spec is None else self.output_spec.schema,
+            "max_output_retries": self.max_output_retries,
         }
 
     def _rebuilt(

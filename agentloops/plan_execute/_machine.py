@@ -15,11 +15,13 @@ from typing import Any, Protocol, TypeVar
 
 import pydantic
 
+from agentloops.answer import answer_machine
 from agentloops.engine.effects import Emit, Machine
 from agentloops.engine.runs import Clock, lifecycle
 from agentloops.errors import AgentLoopsError, PlanValidationError
 from agentloops.events import Event, PlanMade, Replanned, StepFinished, StepStarted
 from agentloops.model import ModelClient
+from agentloops.output import OutputSpec, OutputValidator
 from agentloops.plan_execute.prompts import (
     planning_prompt,
     replanning_prompt,
@@ -29,8 +31,9 @@ from agentloops.plan_execute.prompts import (
 from agentloops.plan_execute.result import PlanExecuteResult, PlanStopReason, RunState, StepRecord
 from agentloops.plan_execute.schema import Plan, PlanRevision, plan_problems
 from agentloops.react import ReActLoop, ReActResult
-from agentloops.structured import reply_stop, structured_machine, text_machine
+from agentloops.structured import Answering, reply_stop, structured_machine, text_machine
 from agentloops.tools import ToolRegistry
+from agentloops.usage import Usage
 
 LOOP = "plan_execute"
 T = TypeVar("T", bound=pydantic.BaseModel)
@@ -52,6 +55,9 @@ class Settings(Protocol):
     planner_system: str
     reporter_system: str
     replanner_system: str
+    output_spec: OutputSpec[Any] | None
+    output_validator: OutputValidator | None
+    max_output_retries: int
 
 
 def machine(
@@ -159,6 +165,8 @@ class _Run:
 
     def _report(self) -> Machine[None]:
         p, state = self.p, self.state
+        if p.output_spec is not None:
+            return (yield from self._typed_report(p.output_spec))
         response = yield from text_machine(
             p.reporter,
             report_prompt(state),
@@ -174,6 +182,26 @@ class _Run:
         state.detail = f"reporter stop_reason={response.stop_reason}"
         if state.stop_reason == "empty":
             state.detail = "the reporter's reply was empty twice"
+
+    def _typed_report(self, spec: OutputSpec[Any]) -> Machine[None]:
+        """The reporter's answer as the loop's `output_type`."""
+        p, state = self.p, self.state
+        steps = sum((s.usage for s in state.steps), Usage())  # not in state.totals
+        typed = yield from answer_machine(
+            p.reporter,
+            spec,
+            report_prompt(state),
+            system=p.reporter_system,
+            max_retries=p.max_output_retries,
+            max_tokens=p.max_tokens,
+            loop=LOOP,
+            run_id=state.run_id,
+            answering=Answering(p.output_validator, self.observed, steps),
+            role="reporter",
+            totals=state.totals,
+        )
+        state.answer, state.output = typed.text, typed.output
+        state.stop_reason, state.detail = typed.stop_reason, typed.detail
 
     def _ask(self, schema: type[T], prompt: str, system: str, role: str) -> Machine[T]:
         p, state = self.p, self.state

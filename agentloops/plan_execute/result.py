@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Literal
+from typing import Any, Literal
 
 from agentloops._text import cut
 from agentloops.engine.runs import Totals
@@ -33,6 +33,7 @@ PlanStopReason = Literal[
     "context_window",
     "empty",
     "invalid_plan",
+    "invalid_output",
     "budget",
     "deadline",
     "error",
@@ -68,6 +69,9 @@ class PlanExecuteResult(Record):
     a priced client, or the packaged table); `None` otherwise."""
     cost_by_role: dict[str, Decimal] = field(default_factory=dict)
     """The cost per role: "planner", "replanner", "executor" (the steps' calls), "reporter"."""
+    output: Any = None
+    """With `output_type`: the reporter's validated answer (`None` when the run stopped
+    short); `answer` is then its JSON."""
 
     def raise_for_stop(self) -> None:
         """Raise the matching `RunError` (with this result) unless the run answered."""
@@ -104,6 +108,8 @@ class RunState:
     answer: str = ""
     stop_reason: PlanStopReason = "running"
     detail: str = ""
+    output: Any = None
+    """A typed run's output (rebuilt from the journal on resume, as the rest of the state)."""
 
     def next_step(self) -> int | None:
         """Index of the first step not finished (pending or paused), or None."""
@@ -166,6 +172,7 @@ class RunState:
             replans=self.replans,
             pending_approvals=paused.pending_approvals if paused is not None else [],
             detail=self.detail if detail is None else detail,
+            output=self.output,
         )
 
 

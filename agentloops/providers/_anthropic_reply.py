@@ -141,11 +141,13 @@ class Turn:
     """One assistant turn over its `pause_turn` continuations. No I/O: a driver sends
     `next`, hands each reply to `add` until `next` is None, then reads `response()`."""
 
-    def __init__(self, params: dict[str, Any], *, structured: bool):
+    def __init__(self, params: dict[str, Any], *, structured: bool, final_tool: str | None = None):
         self.next: dict[str, Any] | None = params
         """The `messages.create` arguments to send next; None when the turn is complete."""
         self._params = params
         self._structured = structured
+        self._final_tool = final_tool
+        """The final-answer tool whose arguments are the answer, when the request offered it."""
         self._content: list[WireBlock] = []
         self._usage = Usage()
         self._continued = 0
@@ -193,7 +195,11 @@ class Turn:
         message = Message("assistant", _blocks(self._content))
         output = None
         if self._structured and stop_reason != "refusal":
-            output = parse_json(message.text)
+            calls = message.tool_calls
+            final = self._final_tool
+            output = next((c.args for c in calls if c.name == final), None) if final else None
+            if output is None and not calls:  # a turn that calls tools is not the answer
+                output = parse_json(message.text)
         return ModelResponse(
             message,
             stop_reason,

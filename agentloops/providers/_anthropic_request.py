@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, Literal
 
 from agentloops.errors import ConfigurationError
 from agentloops.messages import (
@@ -24,6 +24,16 @@ from agentloops.messages import (
     ToolResult,
 )
 from agentloops.model import ModelRequest
+
+Mechanism = Literal["native", "tool"]
+"""How a request with `output` asks for JSON: `output_config.format` (native JSON-schema
+output, which the API accepts next to tools and with every thinking setting), or a
+final-answer tool whose arguments are the answer."""
+
+FINAL_TOOL_DESCRIPTION = (
+    "Give your final answer: call this tool once, with the answer as its arguments, when "
+    "you are done (instead of answering in text)."
+)
 
 _MARKABLE = frozenset({"text", "tool_result", "tool_use"})
 """Block types that may carry `cache_control` (thinking blocks may not)."""
@@ -38,45 +48,87 @@ def build_params(
     thinking: dict[str, Any] | None,
     cache: bool,
     transform_schema: Callable[[dict[str, Any]], dict[str, Any]],
+    mechanism: Mechanism = "native",
 ) -> dict[str, Any]:
-    """The keyword arguments of `messages.create` for `request`.
+    """The keyword arguments of `messages.create` for `request`; `mechanism` says how a
+    request with `output` asks for JSON.
 
     Raises:
         ConfigurationError: a request the API would reject (a forced tool that is not
-            offered, or forced tool use with manual thinking).
+            offered, forced tool use with manual thinking, or a tool named like the
+            final-answer tool).
     """
+    final = request.output is not None and mechanism == "tool"
     params: dict[str, Any] = {
         "model": model,
         "max_tokens": request.max_tokens or max_tokens,
         "messages": _transcript(request.messages).sync(request.messages, cache),
     }
-    if request.system:
-        system: dict[str, Any] = {"type": "text", "text": request.system}
+    system_text = request.system
+    if final:
+        assert request.output is not None
+        note = f"Give your final answer by calling the {request.output.tool} tool."
+        system_text = f"{system_text}\n\n{note}".strip()
+    if system_text:
+        system: dict[str, Any] = {"type": "text", "text": system_text}
         if cache:
             system["cache_control"] = _EPHEMERAL
         params["system"] = [system]
-    if request.tools:
+    if request.tools or final:
         tools = [
             {"name": t.name, "description": t.description, "input_schema": t.input_schema}
             for t in request.tools
         ]
+        if final:
+            tools.append(_final_tool(request))
         if cache:
             tools[-1] = {**tools[-1], "cache_control": _EPHEMERAL}
         params["tools"] = tools
-        params["tool_choice"] = _tool_choice(request, thinking)
+        params["tool_choice"] = (
+            _final_choice(request, thinking) if final else _tool_choice(request, thinking)
+        )
     elif request.tool_choice not in ("auto", "none"):
         raise ConfigurationError(
             f"tool_choice={request.tool_choice!r} forces a tool, but no tools were offered"
         )
     if thinking is not None:
         params["thinking"] = thinking
-    if request.output is not None:
+    if request.output is not None and not final:
         # The API accepts a subset of JSON Schema; the SDK's own transform (the one
         # `messages.parse` uses) closes objects and moves unsupported keywords into
         # descriptions. Validation stays with agentloops.structured.
         schema = transform_schema(request.output.schema)
         params["output_config"] = {"format": {"type": "json_schema", "schema": schema}}
     return params
+
+
+def _final_tool(request: ModelRequest) -> dict[str, Any]:
+    output = request.output
+    assert output is not None
+    if any(t.name == output.tool for t in request.tools):
+        raise ConfigurationError(
+            f"a tool is named {output.tool!r}, the name of the final-answer tool; rename it"
+        )
+    return {
+        "name": output.tool,
+        "description": FINAL_TOOL_DESCRIPTION,
+        "input_schema": output.schema,
+    }
+
+
+def _final_choice(request: ModelRequest, thinking: dict[str, Any] | None) -> dict[str, Any]:
+    """Make the model end on a tool call (the final-answer tool, or a real one to go on
+    with), unless manual thinking forbids forcing: then `auto` and the system prompt ask."""
+    output = request.output
+    assert output is not None
+    if (thinking or {}).get("type") == "enabled":
+        return {"type": "auto"}
+    choice = request.tool_choice
+    if choice == "none" or (choice == "auto" and not request.tools):
+        return {"type": "tool", "name": output.tool}  # nothing else may be called
+    if choice == "auto":
+        return {"type": "any"}
+    return _tool_choice(request, thinking)
 
 
 def _tool_choice(request: ModelRequest, thinking: dict[str, Any] | None) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-Refusal = Literal["response_format", "max_tokens"]
+Refusal = Literal["response_format", "max_tokens", "tool_choice"]
 
 _CONTEXT = (
     "context_length_exceeded",  # OpenAI's error code
@@ -47,6 +47,8 @@ def refusal(status: int, text: str) -> Refusal | None:
     lowered = text.lower()
     if "response_format" in lowered or "json_schema" in lowered:
         return "response_format"
+    if "tool_choice" in lowered:
+        return "tool_choice"  # e.g. "required", or a named function, not supported
     if status < 500 and "max_completion_tokens" in lowered:
         return "max_tokens"  # OpenAI's reasoning models: "use 'max_completion_tokens' instead"
     return None

@@ -107,9 +107,12 @@ def check(model: type[_Wire], body: Any, what: str) -> Any:
 
 
 def parse_completion(
-    body: Any, *, model: str, structured: bool, taken: set[str]
+    body: Any, *, model: str, structured: bool, taken: set[str], final_tool: str | None = None
 ) -> tuple[ModelResponse, dict[str, str]]:
     """The response, and each valid call's raw `arguments` by id (to echo them exactly).
+
+    With `structured`, `output` is the final-answer tool's arguments (`final_tool`, when
+    the request offered it), else the JSON in the text of a reply that calls no tool.
 
     `taken` holds the call ids already in the transcript: a missing id is generated and
     a reused one gets a `_d<n>` suffix (llama.cpp and small gateways repeat ids).
@@ -139,8 +142,14 @@ def parse_completion(
             raw_args[call_id] = raw
         blocks.append(ToolCall(call_id, call.function.name or "", args))
     reason = "refusal" if refusal else stop_reason(choice.finish_reason, bool(wire.tool_calls))
-    output = parse_json(text) if structured else None
     message = Message("assistant", tuple(blocks))
+    output = None
+    if structured and reason != "refusal":
+        calls = message.tool_calls
+        if final_tool is not None:
+            output = next((c.args for c in calls if c.name == final_tool), None)
+        if output is None and not calls:  # a turn that calls tools is not the answer
+            output = parse_json(text)
     usage = usage_from_wire(reply.usage)
     response = ModelResponse(
         message, reason, usage, reply.model or model, output, usage_reported=reply.usage is not None

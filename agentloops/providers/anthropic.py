@@ -26,7 +26,7 @@ from agentloops.providers._anthropic_client import (
     shown,
 )
 from agentloops.providers._anthropic_reply import Turn, read_reply
-from agentloops.providers._anthropic_request import build_params
+from agentloops.providers._anthropic_request import Mechanism, build_params
 from agentloops.providers._anthropic_stream import Assembly
 from agentloops.providers.retry import RetryPolicy, retry_after
 from agentloops.usage import Price
@@ -70,6 +70,13 @@ class AnthropicModel:
             bounds the waits.
         price: what this model's tokens cost, for a loop's `max_cost` (default: the
             packaged table's price for `model`, if it has one).
+        structured: how a request with `output` asks for JSON. `"native"`: the API's
+            JSON-schema output (`output_config.format`), which works next to tools and
+            with every thinking setting. `"tool"`: a final-answer tool offered next to the
+            request's tools, its arguments the answer (the model is made to end on a tool
+            call, except with manual thinking, which forbids forcing one). `"auto"`
+            (default): native, and the final-answer tool for good once the API refuses
+            native output for this model (an older model without structured outputs).
 
     Raises:
         ConfigurationError: the SDK is not installed, no credentials were found, or a
@@ -92,6 +99,7 @@ class AnthropicModel:
         cache: bool = True,
         retry: RetryPolicy | None = None,
         price: Price | None = None,
+        structured: Literal["auto", "native", "tool"] = "auto",
     ):
         if max_tokens < 1:
             raise ConfigurationError(f"max_tokens must be >= 1, got {max_tokens}")
@@ -101,6 +109,8 @@ class AnthropicModel:
             raise ConfigurationError(
                 f'thinking must be "adaptive", None or a thinking dict, got {thinking!r}'
             )
+        if structured not in ("auto", "native", "tool"):
+            raise ConfigurationError(f"structured must be auto, native or tool: {structured!r}")
         if api_key is not None and (client or async_client) is not None:
             raise ConfigurationError("pass api_key= or a client, not both")
         try:  # here, not at module top: importing agentloops must stay SDK-free
@@ -125,6 +135,9 @@ class AnthropicModel:
         assert given is not None
         self.retry = retry or RetryPolicy(max_retries=given.max_retries)
         self.price = price
+        self.structured = structured
+        self._mechanism: Mechanism = "tool" if structured == "tool" else "native"
+        """How structured output is asked for now; `"auto"` moves it to the tool once."""
         self._quiet: tuple[Any, Any] = (None, None)
         """The sync and async clients with the SDK's own retries off, built on first use."""
         self._stream_above = min(
@@ -158,12 +171,19 @@ class AnthropicModel:
                 when known.
         """
         params = self._params(request)
+        while True:
+            try:
+                return self._complete(params, request)
+            except _NativeRefused:  # this model has no native output: ask again with the tool
+                params = self._params(request)
+
+    def _complete(self, params: dict[str, Any], request: ModelRequest) -> ModelResponse:
         if params["max_tokens"] > self._stream_above:
             with closing(self._stream(params, request)) as items:
                 return _final(items)
-        turn = Turn(params, structured=request.output is not None)
+        turn = self._turn(params, request)
         ends = _ends(request)
-        with self._errors():
+        with self._errors(params):
             while turn.next is not None:
                 create = self._sync().messages.with_raw_response.create
                 raw = self._send(create, turn.next, ends)
@@ -178,12 +198,19 @@ class AnthropicModel:
             ModelError: as `complete`.
         """
         params = self._params(request)
+        while True:
+            try:
+                return await self._acomplete(params, request)
+            except _NativeRefused:
+                params = self._params(request)
+
+    async def _acomplete(self, params: dict[str, Any], request: ModelRequest) -> ModelResponse:
         if params["max_tokens"] > self._stream_above:
             async with aclosing(self._astream(params, request)) as items:
                 return await _afinal(items)
-        turn = Turn(params, structured=request.output is not None)
+        turn = self._turn(params, request)
         ends = _ends(request)
-        with self._errors():
+        with self._errors(params):
             while turn.next is not None:
                 create = self._async().messages.with_raw_response.create
                 raw = await self._asend(create, turn.next, ends)
@@ -202,12 +229,12 @@ class AnthropicModel:
             ModelError: while iterating, as `complete`; also for a stream cut off before
                 its end, or an `error` event in it (no final response is yielded then).
         """
-        return self._stream(self._params(request), request)
+        return self._retried(self._params(request), request)
 
     def astream(self, request: ModelRequest) -> AsyncIterator[Delta | ModelResponse]:
         """`stream` over the async client. Close it (`aclose()`, or `contextlib.aclosing`)
         to stop early; cancelling the task that iterates it closes the HTTP stream."""
-        return self._astream(self._params(request), request)
+        return self._aretried(self._params(request), request)
 
     def _params(self, request: ModelRequest) -> dict[str, Any]:
         return build_params(
@@ -217,18 +244,46 @@ class AnthropicModel:
             thinking=self.thinking,
             cache=self.cache,
             transform_schema=self._sdk.transform_schema,
+            mechanism=self._mechanism,
         )
+
+    def _turn(self, params: dict[str, Any], request: ModelRequest) -> Turn:
+        output = request.output  # its tool is never one of the request's own
+        final = output.tool if output is not None else None
+        return Turn(params, structured=output is not None, final_tool=final)
+
+    def _retried(
+        self, params: dict[str, Any], request: ModelRequest
+    ) -> Generator[Delta | ModelResponse, None, None]:
+        """`_stream`, asked again with the final-answer tool when native output is refused
+        (before anything streamed: the refusal is the call's answer)."""
+        while True:
+            try:
+                yield from self._stream(params, request)
+                return
+            except _NativeRefused:
+                params = self._params(request)
+
+    async def _aretried(
+        self, params: dict[str, Any], request: ModelRequest
+    ) -> AsyncGenerator[Delta | ModelResponse, None]:
+        while True:
+            try:
+                async with aclosing(self._astream(params, request)) as items:
+                    async for item in items:
+                        yield item
+                return
+            except _NativeRefused:
+                params = self._params(request)
 
     def _stream(
         self, params: dict[str, Any], request: ModelRequest
     ) -> Generator[Delta | ModelResponse, None, None]:
         # A copy: the transcript's wire form is reused by the next call, which may come
         # before this generator is read to the end.
-        turn = Turn(
-            {**params, "messages": list(params["messages"])}, structured=request.output is not None
-        )
+        turn = self._turn({**params, "messages": list(params["messages"])}, request)
         ends = _ends(request)
-        with self._errors():
+        with self._errors(params):
             while turn.next is not None:
                 streamed = {**turn.next, "stream": True}
                 opened: Any = self._send(self._sync().messages.create, streamed, ends)
@@ -248,11 +303,9 @@ class AnthropicModel:
     async def _astream(
         self, params: dict[str, Any], request: ModelRequest
     ) -> AsyncGenerator[Delta | ModelResponse, None]:
-        turn = Turn(
-            {**params, "messages": list(params["messages"])}, structured=request.output is not None
-        )
+        turn = self._turn({**params, "messages": list(params["messages"])}, request)
         ends = _ends(request)
-        with self._errors():
+        with self._errors(params):
             while turn.next is not None:
                 streamed = {**turn.next, "stream": True}
                 events: Any = await self._asend(self._async().messages.create, streamed, ends)
@@ -333,14 +386,18 @@ class AnthropicModel:
         return None
 
     @contextmanager
-    def _errors(self) -> Iterator[None]:
-        """Every failure below becomes a `ModelError`, with the credentials blanked out."""
+    def _errors(self, params: dict[str, Any] | None = None) -> Iterator[None]:
+        """Every failure below becomes a `ModelError`, with the credentials blanked out;
+        a refusal of the native output `params` asked for is `_NativeRefused`."""
         try:
             yield
         except AgentLoopsError as exc:
             scrub(exc, secrets=self._secrets)
             raise
         except Exception as exc:
+            if params is not None and "output_config" in params and self._refuses_native(exc):
+                self._mechanism = "tool"  # for good: this model has no native JSON output
+                raise _NativeRefused from exc
             error = self._model_error(exc)
             if error is None:  # not the API's nor the network's: a bug, left as it is
                 raise
@@ -389,6 +446,23 @@ class AnthropicModel:
                 f"base_url={base[:-3]!r}, not {base!r})"
             )
         return f" (no /v1/messages at {base!r}: is the base URL right?)"
+
+    def _refuses_native(self, exc: Exception) -> bool:
+        """Whether the API refused `output_config.format` (with `structured="auto"`)."""
+        if self.structured != "auto" or self._mechanism != "native":
+            return False
+        if not isinstance(exc, self._sdk.BadRequestError):
+            return False
+        message = str(exc.message).lower()
+        return any(word in message for word in _NATIVE_WORDS)
+
+
+class _NativeRefused(Exception):
+    """The API refused native JSON output for this model: ask again with the tool."""
+
+
+_NATIVE_WORDS = ("output_config", "output_format", "structured output")
+"""What a 400's message names when the API refuses native JSON output."""
 
 
 def _ends(request: ModelRequest) -> float | None:

@@ -30,7 +30,12 @@ from agentloops.model import ModelRequest, ModelResponse
 from agentloops.providers import _openai_http as http
 from agentloops.providers._openai_drivers import Attempts, Send, Wait, adrive, drive
 from agentloops.providers._openai_reply import parse_arguments, parse_completion
-from agentloops.providers._openai_request import FALLBACK, Mechanism, request_body
+from agentloops.providers._openai_request import (
+    FALLBACK,
+    TOOLS_FALLBACK,
+    Mechanism,
+    request_body,
+)
 from agentloops.providers._openai_stream import StreamAssembler
 from agentloops.providers.retry import RetryPolicy, retry_after
 from agentloops.tools import INVALID_ARGUMENTS
@@ -39,7 +44,7 @@ from agentloops.usage import Price
 if TYPE_CHECKING:
     import httpx
 
-StructuredMode = Literal["auto", "json_schema", "json_object", "prompt"]
+StructuredMode = Literal["auto", "json_schema", "json_object", "tool", "prompt"]
 
 DEFAULT_MAX_TOKENS = 1024
 """Sent when neither the request nor the client sets a limit: a local server left
@@ -82,9 +87,14 @@ class OpenAICompatModel:
             packaged table's price for `model`, if it has one).
         structured: how to get JSON for a request with `output`: `"json_schema"` and
             `"json_object"` send that `response_format` (the latter with the schema beside
-            it, and in the prompt); `"prompt"` puts the schema in the system prompt only;
-            `"auto"` (default) starts with `"json_schema"` and moves down that list for
-            good when the server's error says it refused `response_format`.
+            it, and in the prompt); `"tool"` offers a final-answer function next to the
+            request's tools, whose arguments are the answer (`tool_choice` "required", or
+            that function when nothing else may be called); `"prompt"` puts the schema in
+            the system prompt only. `"auto"` (default) starts with `"json_schema"` and moves
+            on for good when the server's error says it refused what was sent: a request
+            without tools to `"json_object"`, then `"prompt"`; a request with tools (it is
+            learned apart) to `"tool"` (a grammar would keep the model from calling tools),
+            then, if the server refuses `tool_choice`, to `"prompt"`.
         extra_body: more fields for every request body, e.g. `{"temperature": 0.2}`.
         sleep: how to wait between retries (tests pass a recorder).
         async_sleep: the same for the async paths (default `anyio.sleep`).
@@ -118,9 +128,9 @@ class OpenAICompatModel:
             raise ConfigurationError("pass max_retries= or retry=, not both")
         if timeout <= 0 or stream_timeout <= 0:
             raise ConfigurationError("timeout and stream_timeout must be > 0")
-        if structured not in ("auto", "json_schema", "json_object", "prompt"):
+        if structured not in ("auto", "json_schema", "json_object", "tool", "prompt"):
             raise ConfigurationError(
-                f"structured must be auto, json_schema, json_object or prompt: {structured!r}"
+                f"structured must be auto, json_schema, json_object, tool or prompt: {structured!r}"
             )
         if max_tokens is not None and max_tokens < 1:
             raise ConfigurationError(f"max_tokens must be >= 1, got {max_tokens}")
@@ -152,7 +162,10 @@ class OpenAICompatModel:
         self._timeouts = (httpx.TimeoutException,)
         self._lock = threading.Lock()
         self._mechanism: Mechanism = "json_schema" if structured == "auto" else structured
-        """How structured output is asked for now; `"auto"` moves it down on a refusal."""
+        """How structured output is asked for now, in a request without tools; `"auto"`
+        moves it down on a refusal."""
+        self._tools_mechanism: Mechanism = self._mechanism
+        """The same for a request with tools, learned apart."""
         self._limit_field = "max_tokens"
         """Becomes `max_completion_tokens` when a server says it wants that instead."""
         self._raw_args: dict[str, tuple[str, dict[str, Any]]] = {}
@@ -290,7 +303,7 @@ class OpenAICompatModel:
         attempt = 0
         ends = None if request.timeout is None else time.monotonic() + request.timeout
         while True:
-            mechanism = self._mechanism if request.output is not None else None
+            mechanism = self._mechanism_for(request)
             limit = request.max_tokens or self.max_tokens
             tokens = None if "max_completion_tokens" in self.extra_body else limit
             body = request_body(
@@ -318,7 +331,9 @@ class OpenAICompatModel:
                 if status < 400:
                     return answer
                 refused = http.refusal(status, answer.text)
-                if refused == "response_format" and self._adapt_structured(mechanism):
+                if refused in ("response_format", "tool_choice") and self._adapt_structured(
+                    request, mechanism, refused
+                ):
                     continue
                 if refused == "max_tokens" and self._limit_field == "max_tokens":
                     self._limit_field = "max_completion_tokens"
@@ -339,10 +354,26 @@ class OpenAICompatModel:
             return base
         return left if base is None else min(base, left)
 
-    def _adapt_structured(self, mechanism: Mechanism | None) -> bool:
-        if self.structured != "auto" or mechanism not in FALLBACK:
+    def _mechanism_for(self, request: ModelRequest) -> Mechanism | None:
+        if request.output is None:
+            return None
+        return self._tools_mechanism if request.tools else self._mechanism
+
+    def _adapt_structured(
+        self, request: ModelRequest, mechanism: Mechanism | None, refused: str
+    ) -> bool:
+        """Move to the next mechanism for good when the server refused this one."""
+        if self.structured != "auto" or mechanism is None:
             return False
-        self._mechanism = FALLBACK[mechanism]  # this server lacks it: stop asking
+        if request.tools:
+            following = TOOLS_FALLBACK.get((mechanism, refused))
+            if following is None:
+                return False
+            self._tools_mechanism = following  # this server lacks it: stop asking
+            return True
+        if refused != "response_format" or mechanism not in FALLBACK:
+            return False
+        self._mechanism = FALLBACK[mechanism]
         return True
 
     def _drive(self, request: ModelRequest, *, stream: bool) -> httpx.Response:
@@ -383,8 +414,13 @@ class OpenAICompatModel:
             raise self._error(response, 1, "with a body that is not JSON") from None
 
     def _accept(self, request: ModelRequest, body: Any) -> ModelResponse:
+        output = request.output
         parsed, raw_args = parse_completion(
-            body, model=self.model, structured=request.output is not None, taken=_taken(request)
+            body,
+            model=self.model,
+            structured=output is not None,
+            taken=_taken(request),
+            final_tool=output.tool if output is not None else None,  # never a request's own
         )
         if raw_args:
             with self._lock:

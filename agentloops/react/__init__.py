@@ -30,6 +30,7 @@ from agentloops.events import Event, EventSink
 from agentloops.journal import RunStore
 from agentloops.messages import Message, message_from_dict, message_to_dict
 from agentloops.model import ModelClient
+from agentloops.output import OutputValidator, output_spec
 from agentloops.react import _machine
 from agentloops.react.result import ReActResult, ReActStopReason
 from agentloops.tools import ApprovalPolicy, Tool, ToolRegistry
@@ -76,6 +77,14 @@ class ReActLoop:
         deadline: seconds a run may take, wall clock (from its start, or from a resume):
             checked before each model call, and each call's timeout is what is left; the
             run stops with `"deadline"`. A tool call that started runs to its end.
+        output_type: the type the final answer must have (a pydantic model, or any type
+            pydantic validates); the run's `result.output` is the validated value. The
+            model client decides how to ask for it (docs/typed-output.md).
+        output_validator: `fn(output, context)`, sync or async: returns the output
+            (possibly changed; `None` keeps it) or raises `ModelRetry("why")`, which goes
+            back to the model with its answer.
+        max_output_retries: answers that may be rejected (by validation or the validator)
+            before the run stops with `"invalid_output"`.
 
     Examples:
         >>> from agentloops.testing import ScriptedModel
@@ -104,6 +113,9 @@ class ReActLoop:
         max_cost: Amount | None = None,
         price: Price | Mapping[str, Price] | None = None,
         deadline: float | None = None,
+        output_type: Any = None,
+        output_validator: OutputValidator | None = None,
+        max_output_retries: int = 2,
     ):
         check_limits(
             max_steps=(max_steps, 1),
@@ -130,6 +142,13 @@ class ReActLoop:
         self.role = "react"
         """The role its model calls carry (`ModelRequest.role`): a Plan-and-Execute step's
         loop says "executor"."""
+        self.output_type = output_type
+        self.output_validator = output_validator
+        self.max_output_retries = max_output_retries
+        self.output_spec = output_spec(
+            output_type, output_validator, max_output_retries, self.tools.names
+        )
+        """The output type's schema and checks (`None` without an `output_type`)."""
         self._tool_host = ToolHost(self.tools)
         self._runner: Runner[ReActResult] = Runner(
             _machine.LOOP,
@@ -282,6 +301,8 @@ class ReActLoop:
             "max_calls_per_turn": self.max_calls_per_turn,
             "max_tool_calls": self.max_tool_calls,
             "max_cost": None if self.max_cost is None else str(self.max_cost),
+            "output_type": None if self.output_spec is None else self.output_spec.schema,
+            "max_output_retries": self.max_output_retries,
         }
 
     def _rebuilt(self, meta: dict[str, Any], run_id: str, observed: bool) -> Machine[ReActResult]:

@@ -3,8 +3,9 @@
 One model call per step; the tool calls of a turn run concurrently and their results go
 back in one user message, in the order asked. The machine stops on an answer, at a hard
 step limit, on a spent token budget, when the model repeats itself, or when a tool call
-needs a human. Rule: no I/O and no driver here (the runner and drivers do that); the
-settings come from the loop (`Settings`), the state from `Run`.
+needs a human. A typed run's final answer is judged in `react._typed`. Rule: no I/O and
+no driver here (the runner and drivers do that); the settings come from the loop
+(`Settings`), the state from `Run`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from agentloops.messages import (
     validate_transcript,
 )
 from agentloops.model import ModelClient, ModelRequest, answer_stop
+from agentloops.output import OutputSpec, OutputValidator
+from agentloops.react import _typed
 from agentloops.react._resumed import check_resumable
 from agentloops.react._stall import stall_detail, stalled, window
 from agentloops.react.result import ReActResult, ReActStopReason
@@ -57,6 +60,9 @@ class Settings(Protocol):
     max_calls_per_turn: int
     max_tool_calls: int | None
     role: str
+    output_spec: OutputSpec[Any] | None
+    output_validator: OutputValidator | None
+    max_output_retries: int
 
 
 class Run:
@@ -64,8 +70,11 @@ class Run:
 
     __slots__ = (
         "messages",
+        "messages",
         "next_tool",
         "nudged",
+        "rejected",
+        "retried",
         "run_id",
         "seen_ids",
         "steps",
@@ -94,6 +103,10 @@ class Run:
         # A parallel turn's outcomes as they come back (None between turns): a run that
         # fails part-way through the turn holds them in its partial result.
         self.turn: dict[str, ToolOutcome] | None = None
+        self.rejected = 0
+        """A typed run's final answers rejected so far (`max_output_retries`)."""
+        self.retried: dict[str, int] = {}
+        """Per tool, how many calls in a row asked for a retry (`ModelRetry`)."""
 
 
 def machine(
@@ -113,6 +126,12 @@ def machine(
         validate_transcript(messages)
         if messages[-1].role != "user":
             raise ConfigurationError("a transcript passed to run() must end on a user turn")
+    spec = loop.output_spec
+    if spec is not None and spec.tool in loop.tools:
+        raise ConfigurationError(
+            f"a tool is named {spec.tool!r}, the name of output_type's final-answer tool; "
+            "rename it, or build the loop with its tools"
+        )
     # By position: on Python 3.11 a class call with keywords costs a third more.
     run = Run(messages, run_id, loop.max_repeats)
     return _lifecycle(run, steps(loop, run, observed), observed, clock, parent_run_id)
@@ -180,11 +199,18 @@ def _lifecycle(
 
 def steps(loop: Settings, run: Run, observed: bool) -> Machine[ReActResult]:
     """Model turns until the run answers or stops."""
+    spec = loop.output_spec
     # One request serves every step: its `messages` is the live transcript.
     role = loop.role
     request = ModelRequest(
-        loop.system, run.messages, tools=loop.tools.specs(), max_tokens=loop.max_tokens, role=role
+        loop.system,
+        run.messages,
+        tools=loop.tools.specs(),
+        max_tokens=loop.max_tokens,
+        output=spec.schema if spec is not None else None,
+        role=role,
     )
+    target = spec.target if spec is not None else None
     totals, messages, run_id, model = run.totals, run.messages, run.run_id, loop.model
     budget, per_turn, tools = loop.max_total_tokens, loop.max_calls_per_turn, loop.tools
     dynamic = tools.dynamic  # a toolset's tools may change between model calls
@@ -193,7 +219,12 @@ def steps(loop: Settings, run: Run, observed: bool) -> Machine[ReActResult]:
         if dynamic and tools.revision != seen:
             seen = tools.revision
             request = ModelRequest(
-                loop.system, messages, tools=tools.specs(), max_tokens=loop.max_tokens, role=role
+                loop.system,
+                messages,
+                tools=tools.specs(),
+                max_tokens=loop.max_tokens,
+                output=request.output,  # a typed run's schema stays on every request
+                role=role,
             )
         if run.steps >= loop.max_steps:
             return (yield from _at_limit(loop, run, request))
@@ -201,13 +232,26 @@ def steps(loop: Settings, run: Run, observed: bool) -> Machine[ReActResult]:
             why = f"max_total_tokens={budget} reached after {totals.total_tokens} tokens"
             return _result(run, "budget", why)
         # call_model's two lines, spelled out: a generator per step costs about 3% of it
-        response = yield CallModel(model, request, LOOP, run_id, totals.model_calls)
+        response = yield CallModel(model, request, LOOP, run_id, totals.model_calls, output=target)
         totals.spend(response.usage)
         run.steps += 1
         message = response.message
         asked = message.tool_calls
         reason = response.stop_reason
-        if not asked:
+        held: list[ToolResult] | None = None  # a rejected typed answer's results
+        if spec is not None and _typed.is_answer(spec, response):
+            message, asked = _unique_ids(run, message, asked)
+            judged = yield from _typed.judge(loop, spec, run, message, response, observed)
+            if isinstance(judged, tuple):
+                stop, value = judged
+                if stop == "invalid_output":
+                    return _result(run, stop, value, answer="")
+                why = f"model stop_reason={reason}"
+                return _result(run, "answered", why, answer=spec.text(value), output=value)
+            if judged is None:
+                continue  # rejected, and sent back
+            held, asked = judged, [c for c in asked if c.name != spec.tool]
+        elif not asked:
             if reason == "pause_turn":
                 messages.append(message)
                 continue  # the provider paused a long turn; sending it back continues it
@@ -219,20 +263,26 @@ def steps(loop: Settings, run: Run, observed: bool) -> Machine[ReActResult]:
                 return _result(run, "empty", "the model's reply was empty twice")
             messages.append(message)
             return _result(run, answer_stop(reason), f"model stop_reason={reason}")
-        message, asked = _unique_ids(run, message, asked)
-        messages.append(message)
-        if reason == "refusal":
-            messages.append(_unanswered(asked, _REFUSED))
-            return _result(run, "refused", "model stop_reason=refusal")
-        if reason in ("max_tokens", "context_window"):
-            messages.append(_unanswered(asked, _CUT))
-            continue
+        else:
+            message, asked = _unique_ids(run, message, asked)
+            messages.append(message)
+            if reason == "refusal":
+                messages.append(_unanswered(asked, _REFUSED))
+                return _result(run, "refused", "model stop_reason=refusal")
+            if reason in ("max_tokens", "context_window"):
+                messages.append(_unanswered(asked, _CUT))
+                continue
         limit = loop.max_tool_calls
         if limit is not None and totals.tool_calls + min(len(asked), per_turn) > limit:
             why = f"max_tool_calls={limit} reached after {totals.tool_calls} tool calls"
-            messages.append(_unanswered(asked, f"not run: {why}"))
+            messages.append(_unanswered(message.tool_calls, f"not run: {why}"))
             return _result(run, "max_tool_calls", why)
-        if len(asked) == 1 and loop.approval is None and asked[0].name not in tools.asking:
+        if (
+            len(asked) == 1
+            and held is None
+            and loop.approval is None
+            and asked[0].name not in tools.asking
+        ):
             # The common turn: one call that no policy or tool rule vets, run without
             # `_act`'s verdicts, slicing and decisions (the same calls, the same results).
             results = yield from _run_calls(loop, run, asked)
@@ -242,12 +292,17 @@ def steps(loop: Settings, run: Run, observed: bool) -> Machine[ReActResult]:
             if over:
                 note = f"not run: at most {per_turn} calls per turn; ask for fewer"
                 results += [ToolResult(c.id, note, True) for c in over]
+            if held is not None:
+                results += held
             if pending:
                 decisions = yield Decide(pending, LOOP, run_id)
                 if decisions is None:
                     return (yield from _pause(run, pending, results, observed))
                 decided, _ = yield from _act(loop, run, pending, _decided(decisions))
-                done = {r.call_id: r for r in (*results, *decided)}
+                results += decided
+            if pending or held is not None:
+                done = {r.call_id: r for r in results}
+                asked = message.tool_calls
                 results = [done[c.id] for c in asked]
         messages.append(_user_turn(tuple(results)))
         if loop.max_repeats is not None and stalled(run.turns, loop.max_repeats, asked, results):
@@ -282,13 +337,13 @@ def _run_calls(loop: Settings, run: Run, calls: list[ToolCall]) -> Machine[list[
         yield StartTool(call, LOOP, run.run_id)
         _, outcome = yield run.next_tool
         run.totals.tool_calls += 1
-        return [_answer(call, outcome)]
+        return [_answer(loop, run, call, outcome)]
     outcomes: dict[str, ToolOutcome] = {}
     run.turn = outcomes
     yield from run_tools(calls, loop.max_parallel_tools, LOOP, run.run_id, outcomes)
     run.turn = None
     run.totals.tool_calls += len(calls)
-    return [_answer(c, outcomes[c.id]) for c in calls]
+    return [_answer(loop, run, c, outcomes[c.id]) for c in calls]
 
 
 def _needs_policy(loop: Settings, calls: list[ToolCall]) -> bool:
@@ -322,6 +377,7 @@ def _at_limit(loop: Settings, run: Run, request: ModelRequest) -> Machine[ReActR
     detail = f"max_steps={loop.max_steps} reached after {run.steps} steps"
     if not loop.answer_at_limit:
         return _result(run, "max_steps", detail)
+    spec = loop.output_spec
     last = run.messages[-1]
     if last.role == "user":  # the note goes after the tool results, in the same turn
         run.messages[-1] = Message("user", (*last.content, Text(_FINAL)))
@@ -333,9 +389,15 @@ def _at_limit(loop: Settings, run: Run, request: ModelRequest) -> Machine[ReActR
         tools=request.tools,
         tool_choice="none",
         max_tokens=loop.max_tokens,
+        output=request.output,
         role=request.role,
     )
-    response = yield from call_model(loop.model, final, run.totals, LOOP, run.run_id)
+    target = spec.target if spec is not None else None
+    response = yield from call_model(loop.model, final, run.totals, LOOP, run.run_id, output=target)
+    if spec is not None and _typed.is_answer(spec, response):
+        output = yield from _typed.last(loop, spec, run, response)
+        answer = spec.text(output) if output is not None else ""
+        return _result(run, "max_steps", detail, answer=answer, output=output)
     run.messages.append(response.message)
     if response.message.tool_calls:  # a server that ignores tool_choice="none"
         run.messages.append(_unanswered(response.message.tool_calls, _NO_TOOLS))
@@ -358,17 +420,22 @@ def _result(
     detail: str,
     pending: list[ToolCall] | None = None,
     held: list[ToolResult] | None = None,
+    *,
+    answer: str | None = None,
+    output: Any = None,
 ) -> ReActResult:
-    last = run.messages[-1]
-    # A paused turn's text is a preamble to its pending calls, not an answer.
-    answered = last.role == "assistant" and stop_reason != "approval_required"
+    if answer is None:
+        last = run.messages[-1]
+        # A paused turn's text is a preamble to its pending calls, not an answer.
+        answered = last.role == "assistant" and stop_reason != "approval_required"
+        answer = last.text if answered else ""
     totals = run.totals
-    # Built without the dataclass __init__, which sets each of the eleven fields through
+    # Built without the dataclass __init__, which sets each of the twelve fields through
     # object.__setattr__ (the record is frozen): a sixth of a short run's fixed cost. The
     # same record, every field given; tests/react/test_react.py checks it.
     result: ReActResult = object.__new__(ReActResult)
     result.__dict__.update(
-        answer=last.text if answered else "",
+        answer=answer,
         stop_reason=stop_reason,
         messages=run.messages,
         usage=totals.usage,
@@ -381,13 +448,29 @@ def _result(
         held_results=held or [],
         cost=None,
         cost_by_role={},
+        output=output,
     )
     return result
 
 
-def _answer(call: ToolCall, outcome: ToolOutcome) -> ToolResult:
-    """The result the model sees for a call that ran."""
-    return _tool_result(call.id, outcome.content, outcome.is_error)
+def _answer(loop: Settings, run: Run, call: ToolCall, outcome: ToolOutcome) -> ToolResult:
+    """The result the model sees for a call that ran. A tool that asked for a retry
+    (`ModelRetry`) more times in a row than its `retries` gets a result saying so."""
+    retried = run.retried
+    if not outcome.retry:
+        if retried:
+            retried.pop(call.name, None)  # the run of retries is broken
+        return _tool_result(call.id, outcome.content, outcome.is_error)
+    n = retried[call.name] = retried.get(call.name, 0) + 1
+    t = loop.tools.get(call.name)
+    allowed = t.retries if t is not None else 0
+    if n <= allowed:
+        return ToolResult(call.id, outcome.content, True)
+    spent = (
+        f"{outcome.content}\n[{call.name!r} asked for a retry {n} times in a row and its "
+        f"retries are spent (retries={allowed}): do not call it this way again; change course]"
+    )
+    return ToolResult(call.id, spent, True)
 
 
 def _decided(decisions: dict[str, bool]) -> Callable[[ToolCall], str]:

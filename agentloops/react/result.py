@@ -11,6 +11,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Literal
 
+import pydantic
+from pydantic_core import to_jsonable_python
+
 from agentloops.errors import raise_for_stop
 from agentloops.events import Record
 from agentloops.messages import Message, ToolCall, ToolResult, message_from_dict, message_to_dict
@@ -28,6 +31,7 @@ ReActStopReason = Literal[
     "context_window",
     "empty",
     "max_tool_calls",
+    "invalid_output",
     "error",
     "running",
 ]
@@ -59,14 +63,18 @@ class ReActResult(Record):
     a priced client, or the packaged table); `None` otherwise."""
     cost_by_role: dict[str, Decimal] = field(default_factory=dict)
     """The cost per role: "planner", "solver", "reporter"..., and "react" for ReAct steps."""
+    output: Any = None
+    """With `output_type`: the validated final answer (`None` when the run stopped short);
+    `answer` is then its JSON."""
 
     def raise_for_stop(self) -> None:
         """Raise the matching `RunError` (with this result) unless the run answered."""
         raise_for_stop(self)
 
     def to_state(self) -> dict[str, Any]:
-        """A JSON-ready dict; `ReActResult.from_state` rebuilds it (e.g. in another process)."""
-        return {
+        """A JSON-ready dict; `ReActResult.from_state` rebuilds it (e.g. in another process).
+        A typed run's `output` is kept as its JSON."""
+        state = {
             "answer": self.answer,
             "stop_reason": self.stop_reason,
             "messages": [message_to_dict(m) for m in self.messages],
@@ -79,10 +87,19 @@ class ReActResult(Record):
             "pending_approvals": [c.id for c in self.pending_approvals],
             "held_results": [dataclasses.asdict(r) for r in self.held_results],
         }
+        if self.output is not None:
+            state["output"] = to_jsonable_python(self.output)
+        return state
 
     @classmethod
-    def from_state(cls, state: dict[str, Any]) -> ReActResult:
-        """Rebuild a result saved with `to_state`; raises `ValueError` on an inconsistent state."""
+    def from_state(cls, state: dict[str, Any], *, output_type: Any = None) -> ReActResult:
+        """Rebuild a result saved with `to_state`; `output_type` turns a typed run's output
+        back from its JSON into the type (without it, the JSON stays as it is).
+
+        Raises:
+            ValueError: an inconsistent state, or an output that is not an `output_type`
+                (pydantic's `ValidationError` is a `ValueError`).
+        """
         messages = [message_from_dict(m) for m in state["messages"]]
         pending_ids = set(state["pending_approvals"])
         pending = [c for c in messages[-1].tool_calls if c.id in pending_ids] if messages else []
@@ -100,4 +117,11 @@ class ReActResult(Record):
             detail=state.get("detail", ""),
             pending_approvals=pending,
             held_results=[ToolResult(**r) for r in state["held_results"]],
+            output=_output(state.get("output"), output_type),
         )
+
+
+def _output(data: Any, output_type: Any) -> Any:
+    if data is None or output_type is None:
+        return data
+    return pydantic.TypeAdapter(output_type).validate_python(data)

@@ -31,9 +31,10 @@ from agentloops.events import Event, EventSink
 from agentloops.journal import RunStore
 from agentloops.messages import ToolOutcome
 from agentloops.model import ModelClient
+from agentloops.output import OutputValidator, output_spec
 from agentloops.rewoo import _machine
 from agentloops.rewoo._plan import rewoo_problems
-from agentloops.rewoo.prompts import PLANNER_SYSTEM, SOLVER_SYSTEM
+from agentloops.rewoo.prompts import PLANNER_SYSTEM, SOLVER_SYSTEM, TYPED_SOLVER_SYSTEM
 from agentloops.rewoo.result import ReWOOResult
 from agentloops.rewoo.schema import ReWOOPlan, ReWOOPlanStep
 from agentloops.tools import Tool, ToolRegistry
@@ -42,6 +43,7 @@ from agentloops.usage import Amount, Price
 __all__ = [
     "PLANNER_SYSTEM",
     "SOLVER_SYSTEM",
+    "TYPED_SOLVER_SYSTEM",
     "ReWOOPipeline",
     "ReWOOPlan",
     "ReWOOPlanStep",
@@ -115,6 +117,13 @@ class ReWOOPipeline:
         deadline: seconds a run may take, wall clock (from its start, or from a resume):
             checked before each model call, and each call's timeout is what is left; the
             run stops with `"deadline"`. A tool call that started runs to its end.
+        output_type: the type the solver's answer must have; `result.output` is the
+            validated value (docs/typed-output.md). The default solver prompt is then
+            `TYPED_SOLVER_SYSTEM`.
+        output_validator: `fn(output, context)`, sync or async: returns the output
+            (possibly changed; `None` keeps it) or raises `ModelRetry("why")`.
+        max_output_retries: solver answers that may be rejected before the run stops with
+            `"invalid_output"`.
 
     Examples:
         >>> from agentloops.testing import ScriptedModel, respond_structured
@@ -155,6 +164,9 @@ class ReWOOPipeline:
         max_cost: Amount | None = None,
         price: Price | Mapping[str, Price] | None = None,
         deadline: float | None = None,
+        output_type: Any = None,
+        output_validator: OutputValidator | None = None,
+        max_output_retries: int = 2,
     ):
         check_limits(
             max_workers=(max_workers, 1),
@@ -182,7 +194,13 @@ class ReWOOPipeline:
         self.replan_on_failure = replan_on_failure
         self.max_evidence_chars = max_evidence_chars
         self.planner_system = PLANNER_SYSTEM if planner_system is None else planner_system
-        self.solver_system = SOLVER_SYSTEM if solver_system is None else solver_system
+        self.output_type = output_type
+        self.output_validator = output_validator
+        self.max_output_retries = max_output_retries
+        self.output_spec = output_spec(output_type, output_validator, max_output_retries)
+        """The output type's schema and checks (`None` without an `output_type`)."""
+        default_solver = SOLVER_SYSTEM if output_type is None else TYPED_SOLVER_SYSTEM
+        self.solver_system = default_solver if solver_system is None else solver_system
         self.max_retries = max_retries
         self.max_tokens = max_tokens
         self.on_event = on_event
@@ -347,6 +365,8 @@ class ReWOOPipeline:
             "max_retries": self.max_retries,
             "max_tokens": self.max_tokens,
             "max_cost": None if self.max_cost is None else str(self.max_cost),
+            "output_type": None if self.output_spec is None else self.output_spec.schema,
+            "max_output_retries": self.max_output_retries,
         }
 
     def _rebuilt(self, meta: dict[str, Any], run_id: str, observed: bool) -> Machine[ReWOOResult]:

@@ -11,20 +11,22 @@ import time
 from collections.abc import Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
+from agentloops.answer import answer_machine
 from agentloops.engine.effects import Emit, Machine
 from agentloops.engine.runs import Clock, Totals, lifecycle
 from agentloops.errors import AgentLoopsError, PlanValidationError, ToolStepFailed
 from agentloops.events import PlanMade, Replanned
 from agentloops.messages import ToolOutcome
 from agentloops.model import ModelClient, ModelResponse
+from agentloops.output import OutputSpec, OutputValidator
 from agentloops.rewoo._plan import rewoo_problems
 from agentloops.rewoo._worker import NOT_RUN, Work, work_machine
 from agentloops.rewoo.prompts import planner_prompt, planner_system, solver_prompt
 from agentloops.rewoo.result import ReWOOResult, ReWOOStopReason
 from agentloops.rewoo.schema import ReWOOPlan
-from agentloops.structured import reply_stop, structured_machine, text_machine
+from agentloops.structured import Answering, reply_stop, structured_machine, text_machine
 from agentloops.tools import ToolRegistry
 
 LOOP = "rewoo"
@@ -47,6 +49,9 @@ class Settings(Protocol):
     solver_system: str
     max_retries: int
     max_tokens: int | None
+    output_spec: OutputSpec[Any] | None
+    output_validator: OutputValidator | None
+    max_output_retries: int
 
 
 @dataclass(kw_only=True)
@@ -100,6 +105,8 @@ def _loop(p: Settings, run: Run, task: str, observed: bool) -> Machine[ReWOOResu
         if done.aborted_by is not None:
             raise aborted(run, done.aborted_by)
         break
+    if p.output_spec is not None:
+        return (yield from _typed(p, p.output_spec, run, task, plan, done, observed))
     response = yield from solve(p, run, task, plan, done.evidence, done.skipped)
     reason: ReWOOStopReason = reply_stop(response)
     detail = "" if reason == "answered" else f"solver stop_reason={response.stop_reason}"
@@ -212,12 +219,41 @@ def solve(
     )
 
 
+def _typed(
+    p: Settings,
+    spec: OutputSpec[Any],
+    run: Run,
+    task: str,
+    plan: ReWOOPlan,
+    done: Work,
+    observed: bool,
+) -> Machine[ReWOOResult]:
+    """The solver's answer as the pipeline's `output_type`."""
+    prompt = solver_prompt(task, plan, done.evidence, set(done.skipped), p.max_evidence_chars)
+    typed = yield from answer_machine(
+        p.solver,
+        spec,
+        prompt,
+        system=p.solver_system,
+        max_retries=p.max_output_retries,
+        max_tokens=p.max_tokens,
+        loop=LOOP,
+        run_id=run.run_id,
+        answering=Answering(p.output_validator, observed),
+        role="solver",
+        totals=run.totals,
+    )
+    return _result(run, typed.text, typed.stop_reason, typed.detail, typed.output)
+
+
 def not_run(outcome: ToolOutcome) -> bool:
     """Whether the evidence says its step was not run (a dependency failed)."""
     return outcome.content.startswith(NOT_RUN)
 
 
-def _result(run: Run, answer: str, reason: ReWOOStopReason, detail: str) -> ReWOOResult:
+def _result(
+    run: Run, answer: str, reason: ReWOOStopReason, detail: str, output: Any = None
+) -> ReWOOResult:
     evidence = run.evidence
     if run.plan is not None and len(evidence) < len(run.plan.steps):  # stopped part-way
         order = [s.step_id for s in run.plan.steps]
@@ -233,4 +269,5 @@ def _result(run: Run, answer: str, reason: ReWOOStopReason, detail: str) -> ReWO
         stop_reason=reason,
         skipped=run.skipped,
         detail=detail,
+        output=output,
     )

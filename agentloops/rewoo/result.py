@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Literal
+from typing import Any, Literal
 
 from agentloops.errors import raise_for_stop
 from agentloops.events import Record
@@ -25,6 +25,7 @@ ReWOOStopReason = Literal[
     "tool_failed",
     "budget",
     "deadline",
+    "invalid_output",
     "error",
     "running",
 ]
@@ -53,6 +54,9 @@ class ReWOOResult(Record):
     a priced client, or the packaged table); `None` otherwise."""
     cost_by_role: dict[str, Decimal] = field(default_factory=dict)
     """The cost per role: "planner", "solver", "reporter"..., and "react" for ReAct steps."""
+    output: Any = None
+    """With `output_type`: the solver's validated answer (`None` when the run stopped
+    short); `answer` is then its JSON."""
 
     @property
     def failed_steps(self) -> list[str]:

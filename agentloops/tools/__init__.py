@@ -33,7 +33,7 @@ from typing import (
 import pydantic
 
 from agentloops._validation import field_errors
-from agentloops.errors import ConfigurationError
+from agentloops.errors import ConfigurationError, ModelRetry
 from agentloops.messages import ToolCall, ToolOutcome, _outcome
 from agentloops.model import ToolSpec
 from agentloops.tools._runtime import TimedOut, ToolRuntime, own_cancel
@@ -87,7 +87,7 @@ _ATOMS = frozenset({str, int, float, bool, type(None)})
 
 
 class ToolOptions(TypedDict, total=False):
-    """A tool's seven options, spelled once: `tool()`, `Tool.from_function` and `Tool` take
+    """A tool's eight options, spelled once: `tool()`, `Tool.from_function` and `Tool` take
     them as keywords, and each may be left out (its default is given below).
 
     Examples:
@@ -117,6 +117,9 @@ class ToolOptions(TypedDict, total=False):
     """What a durable run does with a call that started but has no recorded outcome:
     "rerun", "ask" or "fail" (default None: "rerun" for a read-only tool that never needs
     approval, "ask" for any other)."""
+    retries: int
+    """How many times in a row a run lets this tool ask for a retry by raising `ModelRetry`
+    (default 1); past it the call's result says its retries are spent."""
 
 
 _OPTIONS = frozenset(ToolOptions.__annotations__)
@@ -137,7 +140,7 @@ class Tool(Generic[P, R]):
     Raises:
         ConfigurationError: a parameter without a type hint, `*args`/`**kwargs`, a name the
             providers reject, a non-positive timeout, a `requires_approval` that is neither
-            a bool nor callable, or an unknown `on_doubt`.
+            a bool nor callable, an unknown `on_doubt`, or `retries` not an int >= 0.
         TypeError: an option that is not one of the `ToolOptions`.
     """
 
@@ -156,7 +159,8 @@ class Tool(Generic[P, R]):
         requires_approval = options.get("requires_approval", False)
         timeout = options.get("timeout")
         on_doubt = options.get("on_doubt")
-        _check(name, requires_approval, timeout, on_doubt)
+        retries = options.get("retries", 1)
+        _check(name, requires_approval, timeout, on_doubt, retries)
         summary = ""
         if args_model is None:
             args_model, summary = arguments_model(fn, name)
@@ -177,6 +181,9 @@ class Tool(Generic[P, R]):
         recorded outcome (the process died during it): run it again with the same
         idempotency key, ask a human, or fail the run. Default: "rerun" for a read-only
         tool that never needs approval, "ask" for any other."""
+        self.retries = retries
+        """How many times in a row a run lets this tool ask for a retry (`ModelRetry`);
+        past it the call's result says its retries are spent."""
         self._options: ToolOptions = {**options, "name": name, "description": self.description}
         """What it was built with, names resolved: how it is rebuilt in another process."""
         self.is_async = is_async(fn)
@@ -285,7 +292,9 @@ def tool(
 
 def tool(fn: Callable[..., Any] | None = None, **options: Unpack[ToolOptions]) -> Any:
     """Turn a typed function (sync or `async def`) into a `Tool`, with or without options
-    (the `ToolOptions`, as keywords).
+    (the `ToolOptions`, as keywords). A tool may raise `ModelRetry("what to do instead")`:
+    the model gets that message as an error result and may call again, `retries` times in
+    a row (then the result says they are spent).
 
     The result keeps the function's signature for type checkers: `Tool[P, R]`.
 
@@ -313,7 +322,11 @@ def tool(fn: Callable[..., Any] | None = None, **options: Unpack[ToolOptions]) -
 
 
 def _check(
-    name: str, requires_approval: ApprovalRule, timeout: float | None, on_doubt: object
+    name: str,
+    requires_approval: ApprovalRule,
+    timeout: float | None,
+    on_doubt: object,
+    retries: object,
 ) -> None:
     """Raise `ConfigurationError` for an option a tool cannot have."""
     if not _NAME.match(name):
@@ -329,6 +342,8 @@ def _check(
         raise ConfigurationError(
             f"tool {name!r}: on_doubt must be 'rerun', 'ask' or 'fail', got {on_doubt!r}"
         )
+    if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
+        raise ConfigurationError(f"tool {name!r}: retries must be an int >= 0, got {retries!r}")
 
 
 def _copied(args: dict[str, Any]) -> dict[str, Any]:
@@ -622,6 +637,9 @@ class ToolRegistry:
         return t, kwargs
 
     def _failed(self, t: Tool, exc: BaseException, start: float) -> ToolOutcome:
+        if isinstance(exc, ModelRetry):  # a message to the model, not a failure to describe
+            text = capped(str(exc.message), self.max_output_chars)
+            return _outcome(text, True, time.perf_counter() - start, True)
         if isinstance(exc, TimedOut):
             waited = " waiting for its earlier call to finish" if exc.waiting else ""
             return self._error(f"{t.name!r} timed out after {t.timeout} s{waited}", start)

@@ -214,28 +214,7 @@ class ToolRuntime:
         With no event loop running in this thread it runs here (`asyncio.run`); under a
         running loop it runs on a fresh loop in a helper thread, and the caller waits.
         """
-        import asyncio
-
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(self.arun(fn, kwargs, timeout))
-        box: list[tuple[bool, Any]] = []
-        ctx = contextvars.copy_context()
-
-        def target() -> None:
-            try:
-                box.append((True, ctx.run(asyncio.run, self.arun(fn, kwargs, timeout))))
-            except BaseException as exc:
-                box.append((False, exc))
-
-        helper = threading.Thread(target=target, daemon=True, name="agentloops-async-tool")
-        helper.start()
-        helper.join()
-        ok, value = box[0]
-        if not ok:
-            raise value
-        return value
+        return finish(self.arun(fn, kwargs, timeout))
 
     async def _aenter(self, deadline: float | None) -> None:
         import asyncio
@@ -253,6 +232,33 @@ class ToolRuntime:
     def _abandon(self, delta: int) -> None:
         with self._lock:
             self.abandoned += delta
+
+
+def finish(coroutine: Coroutine[Any, Any, Any]) -> Any:
+    """Run `coroutine` to completion from sync code: here (`asyncio.run`) when no event loop
+    runs in this thread, else on a fresh loop in a helper thread while the caller waits."""
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    box: list[tuple[bool, Any]] = []
+    ctx = contextvars.copy_context()
+
+    def target() -> None:
+        try:
+            box.append((True, ctx.run(asyncio.run, coroutine)))
+        except BaseException as exc:
+            box.append((False, exc))
+
+    helper = threading.Thread(target=target, daemon=True, name="agentloops-async-call")
+    helper.start()
+    helper.join()
+    ok, value = box[0]
+    if not ok:
+        raise value
+    return value
 
 
 class _Flight:

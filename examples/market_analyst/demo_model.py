@@ -100,7 +100,7 @@ def answer(request: ModelRequest) -> ModelResponse:
         return respond_structured(writers.deep_plan(task, _memory(request)))
     if role == "replanner":
         return respond_structured(recommend.revision(_first_user_text(request)))
-    if role == "writer":
+    if role in ("solver", "reporter") and request.output is not None:  # the typed report
         text = _first_user_text(request)
         return respond_structured(recommend.report(task, text, _memory(request)))
     if role == "evaluator":

@@ -1,8 +1,9 @@
 """Long-term memory: the investor's profile, kept in the same database as the runs.
 
 The profile (risk tolerance, horizon, holdings, preferences) is set and shown from the
-command line and given to the planner, the reporter and the writer, with the last
-published report on the same ticker, so a new report can say what changed. Its trade
+command line and given to the planners and to the role that writes the report (the ReWOO
+solver or the Plan-and-Execute reporter), with the last published report on the same
+ticker, so a new report can say what changed. Its trade
 limits (what may be traded without asking, what never) are the trade guardian's rules.
 """
 

@@ -1,10 +1,12 @@
-"""What the offline demo model answers in the judging roles: the replanner, the report
-writer, the evaluator and the trader, each by rules on the text it is sent.
+"""What the offline demo model answers in the judging roles: the replanner, the report (the
+research loop's typed answer, from the ReWOO solver's or the reporter's prompt), the
+evaluator and the trader, each by rules on the text it is sent.
 
-The writer's figures are copied from the tool outputs in its prompt and cite them by id;
-its recommendation weighs the strengths and risks those outputs show, and the investor's
+The report's figures are copied from the evidence in its prompt and cite it by id: a flash
+briefing's tool outputs (#E1 as "E1"), or a deep research step's findings (step 2 as "S2");
+its recommendation weighs the strengths and risks the evidence shows, and the investor's
 risk tolerance. The evaluator checks every figure in the draft, and each key figure
-against the tool output it cites.
+against the evidence it cites.
 """
 
 from __future__ import annotations
@@ -23,8 +25,32 @@ from market_analyst.facts import (
 from market_analyst.tickers import tickers_in
 from market_analyst.writers import wants_analysis
 
-_EVIDENCE_LINE = re.compile(r"^\[(E\d+)\] (\w+)\((\{.*?\})\) -> (ERROR )?(.*)$", re.M)
-_FIGURE_ROW = re.compile(r"^\| (.+?) \| (.+?) \| (E\d+)\b.*\|$", re.M)
+_SOLVER_STEP = re.compile(
+    r"^#(E\d+): [^\n]*\ncall: \w+\([^\n]*\)\nstatus: (\w+)[^\n]*\n(.*?)(?=\n\n#E\d+: |\Z)",
+    re.M | re.S,
+)
+_REPORT_STEP = re.compile(r"^Step (\d+) \[\w+\]: [^\n]*\n(.*?)(?=\n\nStep \d+ \[|\Z)", re.M | re.S)
+_FINDING = re.compile(r"^- (.+)$", re.M)
+_FIGURE_ROW = re.compile(r"^\| (.+?) \| (.+?) \| ([ES]\d+)\b.*\|$", re.M)
+_NOT_KNOWN = re.compile(r"do not know the ticker '([^']*)'")
+_STATED = (  # (pattern over one finding, label, unit): the figures a finding states
+    (r"^(\w+) \(.*?\) last closed at ([-\d.]+) USD", "{} last close", "USD"),
+    (r"a day change of ([-\d.]+)%", "{} day change", "%"),
+    (r"^(\w+) market cap is ([-\d.]+) billion USD", "{} market cap", "billion USD"),
+    (r"^(\w+) trades at a P/E of ([-\d.]+)", "{} P/E", ""),
+    (
+        r"^(\w+) over the last (\d+) trading days .*? USD \(([-\d.]+)%\)",
+        "{} change over {} trading days",
+        "%",
+    ),
+    (
+        r"^(\w+) fiscal (\d+) revenue was ([-\d.]+) billion USD",
+        "{} fiscal {} revenue",
+        "billion USD",
+    ),
+    (r"\(growth ([-\d.]+)%\)", "{} revenue growth", "%"),
+    (r"^(\w+) margins: gross [-\d.]+%, operating ([-\d.]+)%", "{} operating margin", "%"),
+)
 
 
 def revision(prompt: str) -> dict[str, Any]:
@@ -79,19 +105,46 @@ def _recommend(strengths: int, risks: int, tolerance: str) -> tuple[str, str]:
     return "hold", "strengths and risks are about even"
 
 
-def report(task: str, prompt: str, memory: str) -> dict[str, Any]:
-    """The structured report for `task` from the writer's prompt (notes, evidence) and the
-    investor's memory block."""
-    figures, lines = [], []
-    for source, _name, _args, failed, content in _EVIDENCE_LINE.findall(prompt):
-        for obj in [] if failed else json_objects(content):
+def _stated(source: str, finding: str) -> list[dict[str, str]]:
+    """The key figures one research finding states, citing its step."""
+    ticker = finding.split(" ", 1)[0]
+    rows = []
+    for pattern, label, unit in _STATED:
+        found = re.search(pattern, finding)
+        if found:
+            *named, value = found.groups()
+            names = named or [ticker]
+            rows.append(
+                {"label": label.format(*names), "value": value, "unit": unit, "source": source}
+            )
+    return rows
+
+
+def evidence_in(prompt: str) -> tuple[list[dict[str, str]], list[str]]:
+    """The key figures and the findings the evidence in a prompt gives: a ReWOO solver's
+    tool outputs (cited E1, E2, ...), or a Plan-and-Execute reporter's step results (S1,
+    S2, ...)."""
+    figures: list[dict[str, str]] = []
+    lines: list[str] = []
+    for source, status, body in _SOLVER_STEP.findall(prompt):
+        for obj in json_objects(body) if status == "ok" else []:
             figures += _figures(source, obj)
             lines += describe(obj)
-    lines = list(dict.fromkeys(lines))
+    for number, body in _REPORT_STEP.findall(prompt):
+        for finding in _FINDING.findall(body):
+            figures += _stated(f"S{number}", finding)
+            lines.append(finding)
+    return figures, list(dict.fromkeys(lines))
+
+
+def report(task: str, prompt: str, memory: str) -> dict[str, Any]:
+    """The structured report for `task` from the evidence in the answering role's prompt and
+    the investor's memory block."""
+    figures, lines = evidence_in(prompt)
     strengths = [x.removeprefix("Strength: ") for x in lines if x.startswith("Strength:")]
     risks = [x.removeprefix("Risk: ") for x in lines if x.startswith("Risk:")]
     who = ", ".join(tickers_in(task)) or "the request"
-    missing = unknown_tickers(prompt)
+    missing = list(dict.fromkeys(unknown_tickers(prompt) + _NOT_KNOWN.findall(prompt)))
     tolerance = re.search(r"Risk tolerance: (\w+)", memory)
     rec, why = _recommend(len(strengths), len(risks), tolerance.group(1) if tolerance else "")
     if not figures:
@@ -126,9 +179,15 @@ def report(task: str, prompt: str, memory: str) -> dict[str, Any]:
 
 
 def verdict(draft: str, evidence: str) -> dict[str, Any]:
-    """Fail on figures the evidence does not hold (and key figures their cited output does
-    not hold); a human decides when data was missing."""
-    cited = {i: line for i, line in re.findall(r"^\[(E\d+)\] (.*)$", evidence, re.M)}
+    """Fail on figures the evidence does not hold (and key figures their cited evidence does
+    not hold: a research step's are all its tool outputs); a human decides when data was
+    missing."""
+    cited: dict[str, str] = {}
+    for i, line in re.findall(r"^\[([ES][\d.]+)\] (.*)$", evidence, re.M):
+        cited[i] = line
+        if "." in i:
+            step = i.split(".")[0]
+            cited[step] = f"{cited.get(step, '')} {line}"
     miscited = [
         f"{label.strip()} = {value.strip()} (cites {source})"
         for label, value, source in _FIGURE_ROW.findall(draft)

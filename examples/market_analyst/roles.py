@@ -20,7 +20,6 @@ _ROLES = {
     "executor",
     "reporter",
     "replanner",
-    "writer",
     "evaluator",
     "trader",
 }
@@ -29,7 +28,6 @@ _SCHEMAS = {
     "ReWOOPlan": "rewoo_planner",
     "Plan": "planner",
     "PlanRevision": "replanner",
-    "AnalystReport": "writer",
 }
 
 
@@ -55,7 +53,7 @@ def role_of(request: ModelRequest) -> str:
 
 _LABELS = {"rewoo_planner": "ReWOO planner", "solver": "ReWOO solver"}
 _ORDER = ["router", "rewoo_planner", "solver", "planner", "executor", "replanner", "reporter"]
-_ORDER += ["writer", "evaluator", "trader"]
+_ORDER += ["evaluator", "trader"]
 
 
 def label(role: str) -> str:

@@ -132,14 +132,15 @@ class AnalystStore:
         record = fold(info.run_id, self.runs.read(info.run_id))
         record["lease"] = _lease(info)
         if "notes" not in record:  # stopped in research: what its journal holds so far
-            record["evidence"] = self._evidence_so_far(info.run_id)
+            attempt = record.get("research_attempts", 0) + 1
+            record["evidence"] = self._evidence_so_far(info.run_id, attempt)
         return record
 
-    def _evidence_so_far(self, run_id: str) -> list[dict[str, Any]]:
+    def _evidence_so_far(self, run_id: str, attempt: int) -> list[dict[str, Any]]:
         from market_analyst.evidence import from_journal  # its tools module is heavier
 
         try:
-            return from_journal(self.runs.read(research_run(run_id)))
+            return from_journal(self.runs.read(research_run(run_id, attempt)))
         except RunNotFound:
             return []
 
@@ -239,9 +240,10 @@ class AnalystStore:
         return run.add("published", {"report_path": str(path)}, key="report", status=PUBLISHED)
 
 
-def research_run(run_id: str) -> str:
-    """The id of a run's research loop (ReWOO or Plan-and-Execute) in the store."""
-    return f"{run_id}/research"
+def research_run(run_id: str, attempt: int = 1) -> str:
+    """The id of a run's research loop (ReWOO or Plan-and-Execute) in the store; a run whose
+    research ended without a report (`InvalidOutput`) tries again in a new one."""
+    return f"{run_id}/research" if attempt == 1 else f"{run_id}/research-{attempt}"
 
 
 def fold(run_id: str, records: Sequence[JournalRecord]) -> dict[str, Any]:
@@ -260,6 +262,8 @@ def fold(run_id: str, records: Sequence[JournalRecord]) -> dict[str, Any]:
                 calls[role] = calls.get(role, 0) + n
         elif r.kind == "stopped":
             record["error"] = r.data["error"]
+        elif r.kind == "research_failed":
+            record["research_attempts"] = record.get("research_attempts", 0) + 1
         elif r.kind == "decision":
             record["decision"] = r.data
             if not r.data["approved"]:

@@ -1,10 +1,13 @@
-"""The Market Analyst graph: route, research, write, evaluate, then wait for a person.
+"""The Market Analyst graph: route, research into a typed report, evaluate, then wait for a
+person.
 
 A `Router` sends clear quick looks to a ReWOO flash briefing, and analysis or unclear
-requests to Plan-and-Execute deep research (with re-planning). A writer fills the
-structured `AnalystReport` from the research notes and tool outputs; a code check and a
-fresh-context `Evaluator` check its figures against those outputs; the run then waits for
-a person.
+requests to Plan-and-Execute deep research (with re-planning). The research loop's final
+answer is the structured `AnalystReport` (`output_type=`: the ReWOO solver, or the
+Plan-and-Execute reporter, fills it), and the figure check is its `output_validator`: a
+key figure its cited evidence does not hold goes back to the model, which fixes it. There
+is no separate writer call. A fresh-context `Evaluator` then checks the draft against the
+tool outputs, and the run waits for a person.
 
 The run is a journal on the library's run store, worked on under its lease: each stage's
 result is appended before the next begins, with the usage it cost. The research loops are
@@ -27,28 +30,30 @@ from typing import Any
 from agentloops import (
     Evaluator,
     EventSink,
+    InvalidOutput,
     ModelClient,
+    ModelRetry,
+    OutputContext,
     PlanAndExecute,
     ReWOOPipeline,
     Router,
-    ask_structured,
+    SQLiteStore,
 )
 from agentloops.plan_execute import PLANNER_SYSTEM, REPORTER_SYSTEM
 from agentloops.rewoo import PLANNER_SYSTEM as REWOO_PLANNER_SYSTEM
-from agentloops.structured import aask_structured  # not re-exported by agentloops (yet)
+from agentloops.rewoo import TYPED_SOLVER_SYSTEM
 from market_analyst import journal
 from market_analyst.archive import ArchivedReport
-from market_analyst.evidence import from_journal, item
+from market_analyst.evidence import from_journal
 from market_analyst.meter import Meter
 from market_analyst.prompts import (
     CRITERIA,
     DEEP,
     FLASH,
+    REPORT_RULES,
     ROUTER_SYSTEM,
     ROUTES,
-    WRITER_SYSTEM,
     memory_block,
-    writer_prompt,
 )
 from market_analyst.report import (
     AnalystReport,
@@ -62,6 +67,9 @@ from market_analyst.tickers import tickers_in
 from market_analyst.tools import RESEARCH_TOOLS
 
 MODES = {"flash": FLASH, "deep": DEEP}
+FIGURE_RETRIES = 2
+"""How many times the figure check sends a report back (`max_output_retries`); the last
+answer is kept, its problems recorded, and the draft's gate then fails it for a person."""
 """`--mode` values and the route each one forces ("auto" asks the router)."""
 
 Notify = Callable[[str, dict[str, Any]], None]
@@ -88,7 +96,7 @@ class Analyst:
     """The whole graph. Roles without their own client use `model`.
 
     Args:
-        model: the router, solver, reporter, writer and evaluator.
+        model: the router, solver, reporter and evaluator.
         store: the runs' journals (the research loops' too), the profile and the archive.
         planner: the ReWOO and Plan-and-Execute planner (and replanner).
         executor: runs each Plan-and-Execute step.
@@ -193,22 +201,21 @@ class Analyst:
                     record = run.add("route", route, also=_spent(meter))
                     self.notify("route", record)
                 if "notes" not in record:
-                    notes, evidence = yield from self._research(meter, record)
-                    research = {"notes": notes, "evidence": evidence}
+                    research = yield from self._research(meter, record)
                     record = run.add("research", research, also=_spent(meter))
                 if "draft" not in record:
-                    draft = yield from self._write(meter, record)
-                    record = run.add("draft", draft, also=_spent(meter))
+                    record = run.add("draft", _draft(record))
                     self.notify("draft", record)
                 if "verdict" not in record:
                     verdict = {"verdict": (yield from self._evaluate(meter, record))}
                     record = run.add("verdict", verdict, status=PENDING, also=_spent(meter))
                     self.notify("verdict", record)
             except BaseException as exc:  # Ctrl-C and cancellation too: say where it stopped
+                also = _spent(meter)
+                if isinstance(exc, InvalidOutput):  # the report never filled: the next try is
+                    also.append(("research_failed", {"detail": str(exc)}))  # a new research run
                 with contextlib.suppress(Exception):  # if that fails, the first error counts
-                    run.add(
-                        "stopped", {"error": f"{type(exc).__name__}: {exc}"}, also=_spent(meter)
-                    )
+                    run.add("stopped", {"error": f"{type(exc).__name__}: {exc}"}, also=also)
                 raise
         return self.store.get(run_id)
 
@@ -228,69 +235,54 @@ class Analyst:
         return {"route": decision.route, "route_reasoning": decision.reasoning}
 
     def _research(self, meter: Meter, record: dict[str, Any]) -> _Stages:
-        """The research loop, durable: started, or resumed from its journal."""
+        """The research loop, durable (started, or resumed from its journal), whose final
+        answer is the report: its notes (the answer as JSON), evidence and report record."""
         run_id, memory = record["run_id"], record.get("memory", "")
         planner, main = meter.wrap(self.planner), meter.wrap(self.model)
         runs, ttl = self.store.runs, self.store.lease_ttl
-        loop_id = research_run(run_id)
+        loop_id = research_run(run_id, record.get("research_attempts", 0) + 1)
+        typed: dict[str, Any] = {
+            "output_type": AnalystReport,
+            "output_validator": figure_check(runs, loop_id),
+            "max_output_retries": FIGURE_RETRIES,
+        }
+        loop: ReWOOPipeline | PlanAndExecute
         if record["route"] == FLASH:
-            flash = ReWOOPipeline(
+            loop = ReWOOPipeline(
                 planner,
                 RESEARCH_TOOLS,
                 solver=main,
                 planner_system=f"{REWOO_PLANNER_SYSTEM}\n{memory}",
+                solver_system=f"{TYPED_SOLVER_SYSTEM}\n{REPORT_RULES}\n{memory}",
                 on_event=self.on_event,
                 store=runs,
                 lease_ttl=ttl,
+                **typed,
             )
-            drive = (flash, runs, record["request"], loop_id)
-            result = yield _Call(journal.drive, journal.adrive, drive, {"ttl": ttl})
-            result.raise_for_stop()
-            steps = result.plan.steps if result.plan else []
-            evidence = [
-                item(s.tool_name, s.tool_args, result.evidence[s.step_id])
-                for s in steps
-                if s.step_id in result.evidence
-            ]
-            return result.answer, evidence
-        deep = PlanAndExecute(
-            planner,
-            RESEARCH_TOOLS,
-            executor=meter.wrap(self.executor),
-            reporter=main,
-            replan=True,
-            on_event=self.on_event,
-            planner_system=f"{PLANNER_SYSTEM}\n{memory}",
-            reporter_system=f"{REPORTER_SYSTEM}\n{memory}",
-            store=runs,
-            lease_ttl=ttl,
-        )
-        drive = (deep, runs, record["request"], loop_id)
-        outcome = yield _Call(journal.drive, journal.adrive, drive, {"ttl": ttl})
-        outcome.raise_for_stop()
+        else:
+            loop = PlanAndExecute(
+                planner,
+                RESEARCH_TOOLS,
+                executor=meter.wrap(self.executor),
+                reporter=main,
+                replan=True,
+                on_event=self.on_event,
+                planner_system=f"{PLANNER_SYSTEM}\n{memory}",
+                reporter_system=f"{REPORTER_SYSTEM}\n{REPORT_RULES}\n{memory}",
+                store=runs,
+                lease_ttl=ttl,
+                **typed,
+            )
+        drive = (loop, runs, record["request"], loop_id)
+        result = yield _Call(journal.drive, journal.adrive, drive, {"ttl": ttl})
+        result.raise_for_stop()  # e.g. InvalidOutput: no report after its retries
         # The tool outputs are the evidence, read from the journal: a resumed run's replayed
         # calls send no events, and the journal holds every call of every process.
-        return outcome.answer, from_journal(runs.read(loop_id))
-
-    def _write(self, meter: Meter, record: dict[str, Any]) -> _Stages:
-        """Fill the structured report, render it, and check its figures in code."""
-        evidence = record["evidence"]
-        prompt = writer_prompt(
-            record["request"], record["notes"], evidence_lines(evidence), record.get("memory", "")
-        )
-        options = {
-            "system": WRITER_SYSTEM,
-            "on_event": self.on_event,
-            "loop": "writer",
-            "run_id": record["run_id"],
-        }
-        ask = (meter.wrap(self.model), AnalystReport, prompt)
-        reply = yield _Call(ask_structured, aask_structured, ask, options)
-        report = reply.value
+        evidence = from_journal(runs.read(loop_id))
         return {
-            "draft_record": report.model_dump(),
-            "draft": to_markdown(report, source_names(evidence)),
-            "figure_problems": unsupported_figures(report, evidence),
+            "notes": result.answer,
+            "evidence": evidence,
+            "draft_record": result.output.model_dump(mode="json"),
         }
 
     def _evaluate(self, meter: Meter, record: dict[str, Any]) -> _Stages:
@@ -307,6 +299,38 @@ class Analyst:
             reasons = [f"figure check: {p}" for p in problems] + list(verdict.reasons)
             return {"verdict": "fail", "reasons": reasons}
         return {"verdict": verdict.verdict, "reasons": list(verdict.reasons)}
+
+
+def figure_check(runs: SQLiteStore, loop_id: str) -> Any:
+    """The research loop's output validator: every key figure must be in the evidence it
+    cites (read from the run's journal, which holds every tool output so far). A report
+    that fails goes back with the problems, `FIGURE_RETRIES` times; the last one is kept
+    as it is, and `_draft` records its problems, so the evaluator's vote becomes a fail and
+    a person decides (the gate never fails open)."""
+
+    def check(report: AnalystReport, context: OutputContext) -> AnalystReport:
+        problems = unsupported_figures(report, from_journal(runs.read(loop_id)))
+        if problems and context.retries < FIGURE_RETRIES:
+            raise ModelRetry(
+                "these key figures are not in the evidence they cite: "
+                + "; ".join(problems)
+                + ". Copy each figure exactly from the output it cites, or leave it out"
+            )
+        return report
+
+    return check
+
+
+def _draft(record: dict[str, Any]) -> dict[str, Any]:
+    """The draft from the research's report record: its Markdown and the figure check's
+    findings (empty unless the last answer the validator kept still had problems)."""
+    report = AnalystReport.model_validate(record["draft_record"])
+    evidence = record["evidence"]
+    return {
+        "draft_record": record["draft_record"],
+        "draft": to_markdown(report, source_names(evidence)),
+        "figure_problems": unsupported_figures(report, evidence),
+    }
 
 
 def _spent(meter: Meter) -> _Entries:

@@ -100,6 +100,9 @@ class Child:
     def models_run(self) -> int:
         return sum(line["event"] == "model" for line in self.log)
 
+    def validators_run(self) -> int:
+        return sum(line["event"] == "validator" for line in self.log)
+
 
 def journal_key(key: str) -> str:
     """A call's key in its run's journal, from the idempotency key its tool saw (the journal
@@ -217,6 +220,7 @@ class Reference:
     tools: Counter[str]
     models: int
     ledger: Counter[str]
+    validators: int
 
 
 def reference(fleet: Fleet, loop: str, task: str | None = None) -> Reference:
@@ -227,7 +231,8 @@ def reference(fleet: Fleet, loop: str, task: str | None = None) -> Reference:
     tools = Counter(k.replace(run_id, "RUN") for k in child.tools_run().elements())
     ledger = fleet.ledger(run_id)
     assert tools == ledger and set(ledger.values()) == {1}  # every call ran once, recorded once
-    return Reference(out["result"], out["writes"], tools, child.models_run(), ledger)
+    validators = child.validators_run()
+    return Reference(out["result"], out["writes"], tools, child.models_run(), ledger, validators)
 
 
 # -- SIGKILL at every effect boundary -----------------------------------------------------------
@@ -246,7 +251,7 @@ def kill_event(at: str, n: int, when: str) -> dict[str, Any]:
     return {"event": "killed", "at": at, "n": n, "when": when}
 
 
-@pytest.mark.parametrize("loop", LOOPS)
+@pytest.mark.parametrize("loop", [*LOOPS, "typed"])  # typed: a typed ReAct run (issue 21)
 def test_a_run_killed_at_any_effect_boundary_resumes_to_the_same_end_with_every_effect_once(
     fleet: Fleet, loop: str
 ) -> None:
@@ -316,6 +321,9 @@ def check_resumed(
     recorded_models = sum(r.kind == "model" for r in before)
     assert resumed.models_run() == ref.models - recorded_models, point
     assert killed.models_run() - recorded_models in (0, 1), point  # at most one lost reply
+    # An output validator's verdict is replayed too: only the unrecorded ones run again.
+    recorded_checks = sum(r.kind == "output_checked" for r in before)
+    assert resumed.validators_run() == ref.validators - recorded_checks, point
     # A person was asked about exactly the calls in doubt whose tool says "ask".
     asked = sorted(d["id"] for d in in_doubt.values() if d["name"] == "debit")
     assert sorted(out["doubts"]) == asked, point

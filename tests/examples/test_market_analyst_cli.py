@@ -402,8 +402,8 @@ def test_the_live_lines_and_the_usage_table_name_each_role_alike(
     assert app(request_text, "--yes") == 0
     live, counted = _roles_said(capsys.readouterr().out)
     assert live == counted, (live, counted)
-    flash = {"router", "ReWOO planner", "ReWOO solver", "writer", "evaluator"}
-    deep = {"router", "planner", "executor", "replanner", "reporter", "writer", "evaluator"}
+    flash = {"router", "ReWOO planner", "ReWOO solver", "evaluator"}
+    deep = {"router", "planner", "executor", "replanner", "reporter", "evaluator"}
     assert set(live) == (flash if "Quick" in request_text else deep)
 
 

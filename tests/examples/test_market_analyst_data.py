@@ -203,7 +203,7 @@ def _figure(value: str, source: str) -> KeyFigure:
         (_figure("157.99", "E1"), None),
         (_figure("157.99", "e1"), None),
         (_figure("158", "E1"), "is not in E1"),
-        (_figure("157.99", "E9"), "no tool output of this run"),
+        (_figure("157.99", "E9"), "no evidence of this run"),
         (_figure("157.99", "E2"), "a tool call that failed"),
         (_figure("high", "E1"), "holds no figure"),
     ],

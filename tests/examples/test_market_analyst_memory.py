@@ -89,11 +89,11 @@ def test_the_profile_lives_in_the_same_database_as_the_runs(app) -> None:
     assert not tables & {"runs", "decisions", "trades", "trade_decisions"}
 
 
-def test_the_profile_reaches_the_planner_the_reporter_and_the_writer(app) -> None:
+def test_the_profile_reaches_the_planner_and_the_reporter(app) -> None:
     assert app("--risk-tolerance", "low", "--horizon", "long", "--holdings", "MSFT=4") == 0
     model = Recording()
     assert app(THESIS, model=model) == 0
-    for role in ("planner", "reporter", "writer"):
+    for role in ("planner", "reporter"):  # the reporter's answer is the report
         assert "Risk tolerance: low. Horizon: long. Holdings: MSFT 4 shares." in model.prompt(role)
     record = app.only_run()
     days = {e["args"]["days"] for e in record["evidence"] if e["name"] == "get_price_history"}
@@ -120,7 +120,7 @@ def test_a_new_report_sees_the_last_one_on_the_same_ticker_and_says_what_changed
     assert app("Tell me about msft", model=model) == 0
     [second] = [app.store.get(r) for r in app.store.run_ids() if r != first["run_id"]]
     date = first["decision"]["at"][:10]
-    for role in ("planner", "writer"):
+    for role in ("planner", "reporter"):
         assert f"report {first['run_id']} published {date}, recommended buy" in model.prompt(role)
     changed = second["draft_record"]["what_changed"]
     assert changed == f"The last report ({date}) recommended buy; this one recommends hold."

@@ -110,7 +110,7 @@ def test_a_flash_run_streams_route_plan_tool_calls_tokens_draft_and_verdict(web)
         assert start["t"] <= end["t"] and not end["error"] and "NVDA" in end["preview"]
         assert start["args"]["ticker"] == "NVDA"
     models_used = [i for i in items if i["kind"] == "model"]
-    assert {i["loop"] for i in models_used} >= {"router", "rewoo", "writer", "evaluator"}
+    assert {i["loop"] for i in models_used} >= {"router", "rewoo", "evaluator"}
     assert all(set(i["usage"]) >= {"input_tokens", "cache_read_tokens"} for i in models_used)
     draft = next(i for i in items if i.get("stage") == "draft")
     assert draft["draft"].startswith("## ") and "<h2>" in draft["draft_html"]
@@ -321,7 +321,7 @@ def _written(call: dict[str, Any], part: str = "text") -> str:
 def test_each_model_call_streams_who_is_thinking_then_what_it_writes(web) -> None:
     run_id = web.start("Quick snapshot of NVDA")
     calls = _model_calls(web.feed(run_id))
-    roles = ["router", "ReWOO planner", "ReWOO solver", "writer", "evaluator"]
+    roles = ["router", "ReWOO planner", "ReWOO solver", "evaluator"]
     assert [c["role"] for c in calls] == roles
     assert all(c["done"] is not None and c["text"] for c in calls)
     record = web.store.get(run_id)
@@ -390,7 +390,7 @@ def test_a_client_that_cannot_stream_still_shows_who_is_thinking(tmp_path) -> No
         web = Web(client, AnalystStore(tmp_path / ".agentloops", tmp_path / "reports"))
         items = web.feed(web.start("Quick snapshot of NVDA"))
     calls = _model_calls(items)
-    assert len(calls) == 5 and all(c["done"] is not None and c["text"] == [] for c in calls)
+    assert len(calls) == 4 and all(c["done"] is not None and c["text"] == [] for c in calls)
     assert items[-1]["status"] == "pending"
 
 
@@ -510,8 +510,8 @@ def test_a_client_without_acomplete_runs_in_a_thread_under_the_asyncio_driver(
 
     store = AnalystStore(tmp_path / "s", tmp_path / "r")
     record = asyncio.run(Analyst(Blocking(), store).arun("Quick snapshot of NVDA", "ma-1"))
-    assert record["status"] == "pending" and sum(record["calls_by_role"].values()) == 5
-    assert len(threads) == 5  # router, planner, solver, writer, evaluator: each metered
+    assert record["status"] == "pending" and sum(record["calls_by_role"].values()) == 4
+    assert len(threads) == 4  # router, planner, solver, evaluator: each metered
     assert threading.get_ident() not in threads  # never on the event loop's thread
 
 

@@ -64,9 +64,10 @@ expect.set_options(timeout=20_000)
 
 
 class HeldWriter:
-    """The offline model, streamed in pieces of 16 characters, except that the writer
-    stops after its fourth piece while `release` is clear: a test can look at the page in
-    the middle of a run, with the writer's first words on it. It waits off the event loop."""
+    """The offline model, streamed in pieces of 16 characters, except that the one writing
+    the report (the ReWOO solver) stops after its fourth piece while `release` is clear: a
+    test can look at the page in the middle of a run, with the report's first words on it.
+    It waits off the event loop."""
 
     def __init__(self) -> None:
         self.demo = DemoModel()
@@ -83,7 +84,7 @@ class HeldWriter:
     async def astream(self, request: ModelRequest) -> AsyncIterator[Delta | ModelResponse]:
         response = await self.demo.acomplete(request)
         for i, delta in enumerate(deltas(response, 16)):
-            if i == 4 and role_of(request) == "writer":
+            if i == 4 and role_of(request) == "solver":
                 await asyncio.to_thread(self.release.wait, 30)
             yield delta
         yield response
@@ -181,7 +182,7 @@ def _check_png(path: Path) -> None:
 
 
 def test_a_flash_run_streams_and_shows_overlapping_tool_calls(browser, served) -> None:
-    served.model.release.clear()  # the writer waits: the page is seen mid-run
+    served.model.release.clear()  # the report's writer waits: the page is seen mid-run
     with _tabs(browser) as [page]:
         _open(page, served.url)
         _ask(page, HOSTILE)
@@ -220,12 +221,12 @@ def test_a_flash_run_streams_and_shows_overlapping_tool_calls(browser, served) -
 def test_the_page_shows_who_is_thinking_and_what_the_model_writes_as_it_writes(
     browser, served
 ) -> None:
-    served.model.release.clear()  # the writer stops after its first four pieces
+    served.model.release.clear()  # the solver stops after its first four pieces
     with _tabs(browser) as [page]:
         _open(page, served.url)
         _ask(page, "Quick snapshot of NVDA")
         live = page.locator("#model-live")
-        expect(page.locator("#thinking-role")).to_have_text("writer")
+        expect(page.locator("#thinking-role")).to_have_text("ReWOO solver")
         expect(page.locator("#thinking-state")).to_have_text("is writing…")
         expect(live).to_have_class(re.compile(r"\bactive\b"))  # the pulse: still writing
         expect(page.locator("#model-text")).to_have_text(re.compile(r'^\{"'))
@@ -434,7 +435,7 @@ def test_a_stopped_run_says_how_to_continue_it_with_a_command_that_works(browser
     demo = DemoModel()
 
     def writer_fails(request: ModelRequest) -> ModelResponse:
-        if role_of(request) == "writer":
+        if role_of(request) == "solver":
             raise ModelError("the server went away")
         return demo.complete(request)
 

@@ -8,6 +8,7 @@ import pytest
 
 from agentloops import (
     ConfigurationError,
+    ModelRetry,
     ReActLoop,
     ReWOOPipeline,
     ReWOOPlan,
@@ -99,7 +100,7 @@ def test_configuration_errors(fn, kwargs, fragment):
         Tool.from_function(fn, **kwargs)
 
 
-SEVEN: dict[str, Any] = {
+OPTIONS: dict[str, Any] = {
     "name": "weather",
     "description": "The weather.",
     "read_only": False,
@@ -107,23 +108,24 @@ SEVEN: dict[str, Any] = {
     "timeout": 3.0,
     "concurrent": False,
     "on_doubt": "fail",
+    "retries": 3,
 }
 
 
 def _options(t: Tool) -> dict[str, Any]:
-    return {name: getattr(t, name) for name in SEVEN}
+    return {name: getattr(t, name) for name in OPTIONS}
 
 
-def test_the_seven_options_are_one_set_taken_alike_by_every_way_to_build_a_tool():
-    assert set(SEVEN) == set(ToolOptions.__annotations__)
+def test_the_options_are_one_set_taken_alike_by_every_way_to_build_a_tool():
+    assert set(OPTIONS) == set(ToolOptions.__annotations__)
     built = [
-        tool(plain, **SEVEN),
-        tool(**SEVEN)(plain),
-        Tool.from_function(plain, **SEVEN),
-        Tool(plain, **SEVEN),
-        pickle.loads(pickle.dumps(Tool(plain, **SEVEN))),  # rebuilt by value
+        tool(plain, **OPTIONS),
+        tool(**OPTIONS)(plain),
+        Tool.from_function(plain, **OPTIONS),
+        Tool(plain, **OPTIONS),
+        pickle.loads(pickle.dumps(Tool(plain, **OPTIONS))),  # rebuilt by value
     ]
-    assert [_options(t) for t in built] == [SEVEN] * len(built)
+    assert [_options(t) for t in built] == [OPTIONS] * len(built)
     defaults = [tool(plain), tool()(plain), Tool.from_function(plain), Tool(plain)]
     assert len({tuple(_options(t).values()) for t in defaults}) == 1
     assert _options(defaults[0]) == {
@@ -134,6 +136,7 @@ def test_the_seven_options_are_one_set_taken_alike_by_every_way_to_build_a_tool(
         "timeout": None,
         "concurrent": True,
         "on_doubt": "rerun",
+        "retries": 1,
     }
 
 
@@ -588,3 +591,49 @@ def test_a_huge_invalid_value_is_quoted_cut_in_the_error_the_model_reads():
     assert outcome.is_error and "a: Input should be a valid integer" in outcome.content
     assert "'xxx" in outcome.content and "[...]" in outcome.content
     assert len(outcome.content) < 300
+
+
+# -- ModelRetry and retries ------------------------------------------------------------------
+
+
+def asks_again(city: str) -> str:
+    """Needs English names."""
+    raise ModelRetry("use the English name")
+
+
+@pytest.mark.parametrize("acall", [False, True])
+def test_a_model_retry_is_an_error_outcome_carrying_its_message(acall: bool) -> None:
+    import asyncio
+
+    registry = ToolRegistry([Tool.from_function(asks_again, timeout=5)])
+    if acall:
+        outcome = asyncio.run(registry.acall("asks_again", {"city": "Köln"}))
+    else:
+        outcome = registry.call("asks_again", {"city": "Köln"})
+    assert (outcome.content, outcome.is_error, outcome.retry) == (
+        "use the English name",
+        True,
+        True,
+    )
+    assert not registry.call("nope", {}).retry  # every other failure is no retry
+
+
+def test_a_model_retry_message_is_capped_like_any_output() -> None:
+    def long(x: int) -> str:
+        """Long."""
+        raise ModelRetry("x" * 1000)
+
+    outcome = ToolRegistry([long], max_output_chars=300).call("long", {"x": 1})
+    assert outcome.retry and len(outcome.content) <= 300
+
+
+@pytest.mark.parametrize("retries", [-1, 1.5, True, "2"])
+def test_retries_must_be_a_whole_number_at_least_zero(retries: Any) -> None:
+    with pytest.raises(ConfigurationError, match="retries must be an int >= 0"):
+        Tool.from_function(asks_again, retries=retries)
+
+
+def test_retries_default_to_one_and_survive_a_pickle() -> None:
+    assert Tool.from_function(asks_again).retries == 1
+    rebuilt = pickle.loads(pickle.dumps(Tool.from_function(asks_again, name="again", retries=3)))
+    assert rebuilt.retries == 3

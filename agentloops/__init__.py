@@ -23,6 +23,7 @@ from agentloops.errors import (
     ConfigurationError,
     ContextWindowExceeded,
     DeadlineExceeded,
+    DecisionRefused,
     EmptyReply,
     InvalidOutput,
     JournalConflict,
@@ -118,6 +119,7 @@ if _typing.TYPE_CHECKING:  # pragma: no cover
     from agentloops.cassettes import Cassette, CassetteMismatch, CassetteRecorder
     from agentloops.checkpoint import Checkpointer, MemoryCheckpointer, SQLiteCheckpointer
     from agentloops.comparison import Attempt, Comparison, LoopFactory, LoopSummary, compare
+    from agentloops.engine.decisions import Waiting, decide, waiting
     from agentloops.evaluator import Evaluator, Verdict
     from agentloops.journal import (
         JournalRecord,
@@ -162,6 +164,9 @@ _LAZY = {
     "LoopSummary": "agentloops.comparison",
     "compare": "agentloops.comparison",
     "Evaluator": "agentloops.evaluator",
+    "Waiting": "agentloops.engine.decisions",
+    "decide": "agentloops.engine.decisions",
+    "waiting": "agentloops.engine.decisions",
     "JournalRecord": "agentloops.journal",
     "Lease": "agentloops.journal",
     "LeaseKeeper": "agentloops.journal",
@@ -225,6 +230,7 @@ __all__ = [
     "ContextWindowExceeded",
     "DeadlineExceeded",
     "Decision",
+    "DecisionRefused",
     "DoubtPolicy",
     "EmptyReply",
     "Evaluator",
@@ -316,10 +322,12 @@ __all__ = [
     "TranscriptError",
     "Usage",
     "Verdict",
+    "Waiting",
     "aask_structured",
     "ask_structured",
     "ask_text",
     "compare",
+    "decide",
     "event_to_dict",
     "idempotency_key",
     "output_schema",
@@ -327,4 +335,5 @@ __all__ = [
     "tool",
     "validate_plan",
     "validate_transcript",
+    "waiting",
 ]

@@ -11,9 +11,9 @@ A call that started but has no recorded outcome is *in doubt* (the process died 
 it). Its tool's `on_doubt` says what happens: "rerun" runs it again with the same
 idempotency key; "ask" and "fail" stop the run with `CallInDoubt` (status "in_doubt":
 waiting for a person; or "failed": an operator's error) until someone decides
-(`resume(run_id, {call_id: True})` runs it again, `False` records it as not run). That
+(`resume(run_id, {call_id: "rerun"})` runs it again, "skip" records it as not run). That
 decision is its own record (`DOUBT`), apart from an approval of the same call: a "yes"
-to running a call once is not a "yes" to running it a second time.
+to running a call once is not a "yes" to running it a second time (`engine.decisions`).
 
 Rule: it wraps any machine; it knows the journal's records, never a loop or a backend.
 """
@@ -234,10 +234,10 @@ class _Replay:
             f"{c.id} ({c.name}, on_doubt={p!r}, idempotency key {self.idempotency_key(k)!r})"
             for c, p, k in zip(calls, policies, [str(r.key) for r in self.asking], strict=True)
         )
-        decide = ", ".join(f"{c.id!r}: True" for c in calls)
+        decide = ", ".join(f"{c.id!r}: 'rerun'" for c in calls)
         return CallInDoubt(
             f"{len(calls)} call(s) started but their outcome was never recorded ({lines}): "
-            f"resume with {{{decide}}} to run them again with the same keys, or with False "
+            f"resume with {{{decide}}} to run them again with the same keys, or with 'skip' "
             "for a call to record it as not run",
             calls=calls,
             policy="fail" if "fail" in policies else "ask",

@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mappi
 from typing import Any, Generic
 
 from agentloops.engine import _fingerprint, session, streams, sync
+from agentloops.engine.decisions import Decisions
 from agentloops.engine.durable import journaled
 from agentloops.engine.effects import CallModel, CheckOutput, Machine, NextTool, R, StartTool
 from agentloops.engine.host import ToolHost
@@ -117,7 +118,7 @@ class Runner(Generic[R]):
     def journaled(
         self,
         run_id: str,
-        decisions: Mapping[str, bool] | None,
+        decisions: Decisions | None,
         rebuild: Rebuild[R],
         fingerprint: Fingerprint,
         allow_changes: Collection[str] = (),

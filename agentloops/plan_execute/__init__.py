@@ -19,6 +19,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Iterator, Mapping
 from typing import Any
 
+from agentloops.engine.decisions import Decisions
 from agentloops.engine.effects import Machine
 from agentloops.engine.host import ToolHost
 from agentloops.engine.meter import meter_for
@@ -232,7 +233,7 @@ class PlanAndExecute:
     def resume(
         self,
         run_id: str,
-        decisions: dict[str, bool] | None = None,
+        decisions: Decisions | None = None,
         *,
         allow_changes: Collection[str] = (),
     ) -> PlanExecuteResult:
@@ -241,10 +242,11 @@ class PlanAndExecute:
         The run's lease is taken, the decisions are recorded under it (exactly once across
         processes), and the journal is replayed: nothing on record runs again. A finished
         run's result comes back without calling any model. A run paused for approval needs
-        `decisions` (call id to approved, as for `ReActLoop.resume`); without them it
-        stays paused. Without a store, only this loop's runs that have not finished can
-        be resumed, in this process. The run's fingerprint (its prompts, tools and limits)
-        must match this loop's, but for the parts `allow_changes` names.
+        `decisions` (call id to approved, as for `ReActLoop.resume`; "rerun" or "skip" for a
+        call in doubt); without them it stays paused. Without a store, only this loop's
+        runs that have not finished can be resumed, in this process. The run's fingerprint
+        (its prompts, tools and limits) must match this loop's, but for the parts
+        `allow_changes` names.
 
         Raises:
             RunNotFound: no run has this id.
@@ -261,7 +263,7 @@ class PlanAndExecute:
     async def aresume(
         self,
         run_id: str,
-        decisions: dict[str, bool] | None = None,
+        decisions: Decisions | None = None,
         *,
         allow_changes: Collection[str] = (),
     ) -> PlanExecuteResult:
@@ -282,7 +284,7 @@ class PlanAndExecute:
         return self._runner.fresh(build, run_id, lambda: {"task": task}, self._fingerprint)
 
     def _again(
-        self, run_id: str, decisions: dict[str, bool] | None, allow_changes: Collection[str]
+        self, run_id: str, decisions: Decisions | None, allow_changes: Collection[str]
     ) -> Opening[PlanExecuteResult]:
         return self._runner.journaled(
             run_id, decisions, self._rebuilt, self._fingerprint, allow_changes

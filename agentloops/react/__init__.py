@@ -20,6 +20,7 @@ from collections.abc import (
 )
 from typing import Any
 
+from agentloops.engine.decisions import Decisions, approvals
 from agentloops.engine.effects import Machine
 from agentloops.engine.host import ToolHost
 from agentloops.engine.meter import meter_for
@@ -207,15 +208,18 @@ class ReActLoop:
     def resume(
         self,
         result: ReActResult | str,
-        decisions: dict[str, bool] | None = None,
+        decisions: Decisions | None = None,
         *,
         parent_run_id: str | None = None,
         allow_changes: Collection[str] = (),
     ) -> ReActResult:
         """Continue a paused run: from its `ReActResult`, or by its run id with a `store`.
 
-        `decisions` maps each pending call id to True (run it, exactly as shown) or False
-        (deny it: the model gets an error result saying so). From a result, a pause resumes
+        `decisions` maps each pending call id to True or "approve" (run it, exactly as
+        shown) or False or "deny" (deny it: the model gets an error result saying so); by
+        run id, a call in doubt takes "rerun" (run it again with the same idempotency key)
+        or "skip" (record it as not run), and an approval for it is refused (see
+        `agentloops.waiting`). From a result, a pause resumes
         once per process, whichever loop object resumes it. By run id, the decisions are
         recorded in the store under the run's lease before anything runs, so of two
         processes approving the same pause, one runs the call and the other gets
@@ -240,7 +244,7 @@ class ReActLoop:
     async def aresume(
         self,
         result: ReActResult | str,
-        decisions: dict[str, bool] | None = None,
+        decisions: Decisions | None = None,
         *,
         parent_run_id: str | None = None,
         allow_changes: Collection[str] = (),
@@ -270,7 +274,7 @@ class ReActLoop:
     def _again(
         self,
         result: ReActResult | str,
-        decisions: dict[str, bool] | None,
+        decisions: Decisions | None,
         parent_run_id: str | None,
         allow_changes: Collection[str],
     ) -> Opening[ReActResult]:
@@ -278,10 +282,11 @@ class ReActLoop:
             return self._runner.journaled(
                 result, decisions, self._rebuilt, self._fingerprint, allow_changes
             )
+        answers = approvals(decisions or {})
 
         def build(observed: bool) -> Machine[ReActResult]:
             return self.resume_machine(
-                result, decisions or {}, parent_run_id=parent_run_id, observed=observed
+                result, answers, parent_run_id=parent_run_id, observed=observed
             )
 
         return self._runner.local(build, allow_changes)

@@ -21,6 +21,7 @@ import pydantic
 
 from agentloops._validation import field_errors
 from agentloops.engine import sync
+from agentloops.engine.decisions import Decisions
 from agentloops.engine.effects import Machine
 from agentloops.engine.host import ToolHost
 from agentloops.engine.meter import meter_for
@@ -302,13 +303,13 @@ class ReWOOPipeline:
     def resume(
         self,
         run_id: str,
-        decisions: dict[str, bool] | None = None,
+        decisions: Decisions | None = None,
         *,
         allow_changes: Collection[str] = (),
     ) -> ReWOOResult:
         """Continue a journaled run (needs a `store`): what it recorded is replayed without
         calling any model or tool again, then it goes on live. `decisions` settle calls in
-        doubt (`CallInDoubt`): True runs one again, False records it as not run.
+        doubt (`CallInDoubt`): "rerun" runs one again, "skip" records it as not run.
 
         The pipeline must be built as the one that started the run (its prompts, tools and
         limits: the run's fingerprint), but for the parts `allow_changes` names.
@@ -324,7 +325,7 @@ class ReWOOPipeline:
     async def aresume(
         self,
         run_id: str,
-        decisions: dict[str, bool] | None = None,
+        decisions: Decisions | None = None,
         *,
         allow_changes: Collection[str] = (),
     ) -> ReWOOResult:
@@ -344,7 +345,7 @@ class ReWOOPipeline:
         return self._runner.fresh(build, run_id, lambda: {"task": task}, self._fingerprint)
 
     def _journaled(
-        self, run_id: str, decisions: dict[str, bool] | None, allow_changes: Collection[str]
+        self, run_id: str, decisions: Decisions | None, allow_changes: Collection[str]
     ) -> Opening[ReWOOResult]:
         return self._runner.journaled(
             run_id, decisions, self._rebuilt, self._fingerprint, allow_changes

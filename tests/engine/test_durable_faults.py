@@ -424,7 +424,10 @@ def test_an_approved_call_killed_mid_flight_is_asked_about_again(fleet: Fleet, l
     assert approver.exit == {"signal": signal.SIGKILL}
     asked = fleet.finish(loop, "resume", run_id, wait=15).out  # no decision: it must ask
     assert asked["error"] == "CallInDoubt" and asked["calls"] == [PAY[loop]], asked
-    done = fleet.finish(loop, "resume", run_id, decisions=decisions).out  # yes, run it again
+    mixed = fleet.finish(loop, "resume", run_id, decisions=decisions).out  # "approve all"
+    assert mixed["error"] == "DecisionRefused" and "'rerun'" in mixed["message"], mixed
+    rerun = {PAY[loop]: "rerun"}
+    done = fleet.finish(loop, "resume", run_id, decisions=rerun).out  # yes, run it again
     assert done["result"]["stop_reason"] == "answered", done
     key = "RUN:p1" if loop == "react" else "RUN.1:s1"
     assert fleet.ledger(run_id) == Counter({key: 1})  # run twice, paid once: it dedupes

@@ -87,6 +87,8 @@ class Session:
         meta: dict[str, Any],
         past: list[JournalRecord],
         chain: Chain | None,
+        *,
+        status: str = "running",
     ):
         self.store = d.store
         self.forget = d.forget_finished
@@ -96,16 +98,23 @@ class Session:
         """The status this session last wrote."""
         self.chain = chain
         """Where the run's checksum chain stands (`None`: a format 1 journal has none)."""
+        self._status = status
+        """The header's status as this holder last set it (or found it, when reopening)."""
         from agentloops.journal.keeper import LeaseKeeper  # with the first durable run
 
         self.keeper = LeaseKeeper(d.store, lease)
 
     def write(self, entries: list[Entry], status: str | None) -> None:
-        """Append under the lease (fenced: `LeaseLost` if it is no longer ours)."""
+        """Append under the lease (fenced: `LeaseLost` if it is no longer ours). The first
+        write of a reopened run that goes on sets its status back to "running", so a crash
+        from here on does not leave it saying "paused", "in_doubt" or "failed"."""
         self.keeper.check()
+        if status is None and self._status != "running":
+            status = "running"
         append(self.store, self.keeper.lease, self.chain, entries, status)
         if status is not None:
             self.status = status
+            self._status = status
 
     def journaled(self, machine: Machine[R], host: ToolHost) -> Machine[R]:
         nonce = self.meta.get("nonce") if self.chain is not None else None
@@ -208,17 +217,19 @@ def reopen(
         chain = Chain.of(run_id, meta)
         past = _records.checked(store.read(run_id), chain)
         entries = decision_entries(run_id, past, decisions, by=lease.holder) if decisions else []
+        decided = bool(entries)
         if upgrade is not None:
             meta["fingerprint"], changed = upgrade
             if changed:  # the journal says when, and by whom, the run's settings changed
                 entries.append(("settings_changed", {"changed": changed, "by": lease.holder}))
             store.update_run(lease, meta=meta)
         if entries:
-            past += append(store, lease, chain, entries)
+            # decisions recorded: the run goes on from here, its status "running" again
+            past += append(store, lease, chain, entries, "running" if decided else None)
     except BaseException:
         store.release(lease)
         raise
-    return Session(d, lease, meta, past, chain)
+    return Session(d, lease, meta, past, chain, status="running" if decided else info.status)
 
 
 def read(store: RunStore, run_id: str, info: RunInfo) -> list[JournalRecord]:

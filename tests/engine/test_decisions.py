@@ -167,10 +167,11 @@ def test_decide_takes_the_same_decision_again_and_refuses_a_contradicting_one(
 
 def test_decide_on_a_call_in_doubt(durable_store: Any) -> None:
     in_doubt(durable_store)
+    assert durable_store.run_info("r1").status == "running"  # it died: nothing said otherwise
     record = decide(durable_store, "r1", "c1", "rerun", by="ops")
     assert record is not None and record.kind == "doubt_decision"
     assert record.data["choice"] == "rerun" and record.data["approved"] is True
-    assert durable_store.run_info("r1").status == "paused"  # decided; resumed by a driver
+    assert durable_store.run_info("r1").status == "running"  # decided; resumed by a driver
     with pytest.raises(DecisionRefused, match="already decided: to run again by ops"):
         decide(durable_store, "r1", "c1", "skip", by="ops")
     result = ReActLoop(ScriptedModel(["Done."]), [refund], store=durable_store).resume("r1")

@@ -131,6 +131,38 @@ def test_decisions_must_name_waiting_calls_and_be_booleans(durable_store: Any) -
     assert not [r for r in durable_store.read("r1") if r.kind == "decision"]
 
 
+def test_a_reopened_run_that_goes_on_says_running_until_its_drive_ends(
+    durable_store: Any, ReActLoop: Any
+) -> None:
+    """A run that crashes after its decisions are recorded is "running" (it went on), not
+    "paused"; one resumed after failing is "running" again from its first new record."""
+
+    def crash(request: Any) -> Any:
+        raise Crash
+
+    model = ScriptedModel([use_tools(ToolCall("s1", "send", {"to": "ann"}))])
+    ReActLoop(model, [send], store=durable_store).run("q", run_id="r1")
+    assert durable_store.run_info("r1").status == "paused"
+    with pytest.raises(Crash):  # approved, sent, then the process died asking for the answer
+        ReActLoop(ScriptedModel([crash]), [send], store=durable_store).resume("r1", {"s1": True})
+    assert LEDGER == [("send", "r1:s1")]
+    assert durable_store.run_info("r1").status == "running"
+
+    failing = ScriptedModel([use_tools(("look", {"key": "a"})), ModelError("down")])
+    with pytest.raises(ModelError):
+        ReActLoop(failing, [look], store=durable_store).run("q", run_id="r2")
+    assert durable_store.run_info("r2").status == "failed"
+    with pytest.raises(Crash):
+        ReActLoop(ScriptedModel([crash]), [look], store=durable_store).resume("r2")
+    assert durable_store.run_info("r2").status == "failed"  # nothing new was written
+    two_steps = ScriptedModel([use_tools(("look", {"key": "b"})), crash])
+    with pytest.raises(Crash):
+        ReActLoop(two_steps, [look], store=durable_store).resume("r2")
+    assert durable_store.run_info("r2").status == "running"  # it went on, then died
+    done = ReActLoop(ScriptedModel(["B."]), [look], store=durable_store).resume("r2")
+    assert done.answer == "B." and durable_store.run_info("r2").status == "finished"
+
+
 def test_a_denied_call_never_runs(durable_store: Any, ReActLoop: Any) -> None:
     model = ScriptedModel([use_tools(ToolCall("s1", "send", {"to": "ann"})), "Not sent."])
     ReActLoop(model, [send], store=durable_store).run("q", run_id="r1")

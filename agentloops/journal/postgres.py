@@ -23,6 +23,7 @@ from agentloops.journal._base import (
     NewRecord,
     check_after,
     check_after_arg,
+    check_limit,
     check_schema,
     fence,
     key_taken,
@@ -63,22 +64,35 @@ _CURRENT = (
     " AND holder IS NOT NULL AND lease_expires_at > clock_timestamp()"
 )
 _TTL = "clock_timestamp() + %(ttl)s * interval '1 second'"
-# Fence, allocate the sequence numbers and insert: one statement, one round trip.
+CHANNEL = "agentloops_journal"
+"""The `NOTIFY` channel of appends and deletions; the payload is the md5 of the run id (a
+payload is short, a run id need not be)."""
+_NOTIFY = f"pg_notify('{CHANNEL}', md5(%(run_id)s))"
+# Fence, allocate the sequence numbers, insert and tell the followers (at commit): one
+# statement, one round trip.
 _APPEND = (
     "WITH fenced AS (UPDATE agentloops_runs SET last_seq = last_seq + %(n)s,"
     " updated_at = clock_timestamp(), status = coalesce(%(status)s, status)"
     f" WHERE {_CURRENT} AND (%(after)s::bigint IS NULL OR last_seq = %(after)s::bigint)"
-    " RETURNING last_seq - %(n)s AS base, updated_at AS at)"
-    " INSERT INTO agentloops_journal (run_id, seq, kind, key, data, at)"
+    " RETURNING last_seq - %(n)s AS base, updated_at AS at),"
+    " added AS (INSERT INTO agentloops_journal (run_id, seq, kind, key, data, at)"
     " SELECT %(run_id)s, fenced.base + e.n, e.kind, e.key, e.data::json, fenced.at FROM fenced,"
     " unnest(%(kinds)s::text[], %(keys)s::text[], %(data)s::text[])"
-    " WITH ORDINALITY AS e(kind, key, data, n) RETURNING seq, at"
+    " WITH ORDINALITY AS e(kind, key, data, n) RETURNING seq, at)"
+    f" SELECT seq, at, {_NOTIFY}::text FROM added ORDER BY seq"
 )
 _INFO = (
     "SELECT run_id, kind, status, meta::text, created_at, updated_at, holder, lease_expires_at,"
     " epoch, last_seq, clock_timestamp() FROM agentloops_runs"
 )
 _RECORD = "SELECT seq, kind, key, data::text, at FROM agentloops_journal"
+# A page of a run's records, or one row of NULLs for a run with none after `seq`, or no
+# row at all for an unknown run.
+PAGE_SQL = (
+    "SELECT j.seq, j.kind, j.key, j.data::text, j.at FROM agentloops_runs r"
+    " LEFT JOIN agentloops_journal j ON j.run_id = r.run_id AND j.seq > %s"
+    " WHERE r.run_id = %s ORDER BY j.seq LIMIT %s"
+)
 
 
 class PostgresStore(ConnectionPerProcess):
@@ -291,7 +305,7 @@ class PostgresStore(ConnectionPerProcess):
         at = _utc(rows[0][1])
         return [
             record(run_id, seq, e.kind, e.key, e.data, at)
-            for e, (seq, _) in zip(new, rows, strict=True)
+            for e, (seq, _, _) in zip(new, rows, strict=True)
         ]
 
     def _key_taken(self, conn: Conn, run_id: str, new: list[NewRecord]) -> None:
@@ -303,22 +317,22 @@ class PostgresStore(ConnectionPerProcess):
                 last = conn.execute(query, (run_id,)).fetchone()
                 raise key_taken(taken, 0 if last is None else last[0])
 
-    def read(self, run_id: str, *, after: int = 0) -> list[JournalRecord]:
+    def read(self, run_id: str, *, after: int = 0, limit: int | None = None) -> list[JournalRecord]:
         start = check_after_arg(after) or 0
+        most = check_limit(limit)
         with self._using(run_id, f"read run {run_id!r}") as conn:
-            rows = conn.execute(
-                "SELECT j.seq, j.kind, j.key, j.data::text, j.at FROM agentloops_runs r"
-                " LEFT JOIN agentloops_journal j ON j.run_id = r.run_id AND j.seq > %s"
-                " WHERE r.run_id = %s ORDER BY j.seq",
-                (start, run_id),
-            ).fetchall()
-        if not rows:
-            raise not_found(run_id)
-        return [
-            record(run_id, seq, kind, key, data, _utc(at))
-            for seq, kind, key, data, at in rows
-            if seq is not None  # the one row of a run with no record after `start`
-        ]
+            rows = conn.execute(PAGE_SQL, (start, run_id, most)).fetchall()
+        return page_of(run_id, rows)
+
+    def _source(self, run_id: str) -> Any:
+        from agentloops.journal.postgres_follow import Follower
+
+        return Follower(self, run_id)
+
+    def _asource(self, run_id: str) -> Any:
+        from agentloops.journal.postgres_follow import AsyncFollower
+
+        return AsyncFollower(self, run_id)
 
     def find(self, run_id: str, *, kind: str, key: str) -> JournalRecord | None:
         with self._using(run_id, f"read run {run_id!r}") as conn:
@@ -363,8 +377,20 @@ class PostgresStore(ConnectionPerProcess):
                 raise leased(run_id, row[0], _utc(row[1]))
             conn.execute("DELETE FROM agentloops_journal WHERE run_id = %s", (run_id,))
             conn.execute("DELETE FROM agentloops_runs WHERE run_id = %s", (run_id,))
+            conn.execute(f"SELECT {_NOTIFY}", {"run_id": run_id})  # its followers end
         return True
 
 
 def _utc(value: datetime | None) -> Any:
     return None if value is None else value.astimezone(timezone.utc)
+
+
+def page_of(run_id: str, rows: list[tuple[Any, ...]]) -> list[JournalRecord]:
+    """`PAGE_SQL`'s rows as records; `RunNotFound` when there is none (no such run)."""
+    if not rows:
+        raise not_found(run_id)
+    return [
+        record(run_id, seq, kind, key, data, _utc(at))
+        for seq, kind, key, data, at in rows
+        if seq is not None  # the one row of a run with no record after `after`
+    ]

@@ -145,7 +145,7 @@ def test_a_reopened_run_that_goes_on_says_running_until_its_drive_ends(
     assert durable_store.run_info("r1").status == "paused"
     with pytest.raises(Crash):  # approved, sent, then the process died asking for the answer
         ReActLoop(ScriptedModel([crash]), [send], store=durable_store).resume("r1", {"s1": True})
-    assert LEDGER == [("send", "r1:s1")]
+    assert [("send", key(durable_store, "r1", "s1"))] == LEDGER
     assert durable_store.run_info("r1").status == "running"
 
     failing = ScriptedModel([use_tools(("look", {"key": "a"})), ModelError("down")])

@@ -121,6 +121,7 @@ if _typing.TYPE_CHECKING:  # pragma: no cover
     from agentloops.comparison import Attempt, Comparison, LoopFactory, LoopSummary, compare
     from agentloops.engine.decisions import Waiting, decide, waiting
     from agentloops.evaluator import Evaluator, Verdict
+    from agentloops.events.replay import EventReplay, replay_events
     from agentloops.journal import (
         JournalRecord,
         Lease,
@@ -164,6 +165,8 @@ _LAZY = {
     "LoopSummary": "agentloops.comparison",
     "compare": "agentloops.comparison",
     "Evaluator": "agentloops.evaluator",
+    "EventReplay": "agentloops.events.replay",
+    "replay_events": "agentloops.events.replay",
     "Waiting": "agentloops.engine.decisions",
     "decide": "agentloops.engine.decisions",
     "waiting": "agentloops.engine.decisions",
@@ -235,6 +238,7 @@ __all__ = [
     "EmptyReply",
     "Evaluator",
     "Event",
+    "EventReplay",
     "EventSink",
     "FallbackModel",
     "InvalidOutput",
@@ -331,6 +335,7 @@ __all__ = [
     "event_to_dict",
     "idempotency_key",
     "output_schema",
+    "replay_events",
     "run_many",
     "tool",
     "validate_plan",

@@ -70,7 +70,9 @@ class Hold(Protocol):
 
     meta: dict[str, Any]
 
-    def journaled(self, machine: Machine[R], host: ToolHost) -> Machine[R]: ...
+    def journaled(
+        self, machine: Machine[R], host: ToolHost, observed: bool = True
+    ) -> Machine[R]: ...
     def __enter__(self) -> Hold: ...
     def __exit__(self, *exc: object) -> None: ...
     async def __aenter__(self) -> Hold: ...
@@ -116,9 +118,9 @@ class Session:
             self.status = status
             self._status = status
 
-    def journaled(self, machine: Machine[R], host: ToolHost) -> Machine[R]:
+    def journaled(self, machine: Machine[R], host: ToolHost, observed: bool = True) -> Machine[R]:
         nonce = self.meta.get("nonce") if self.chain is not None else None
-        return journaled(machine, self.past, self.write, host.registry, nonce or "")
+        return journaled(machine, self.past, self.write, host.registry, nonce or "", observed)
 
     def __enter__(self) -> Session:
         self.keeper.start()
@@ -258,7 +260,7 @@ class _Plain:
     def __init__(self) -> None:
         self.meta: dict[str, Any] = {}  # a plain run keeps nothing with it
 
-    def journaled(self, machine: Machine[R], host: ToolHost) -> Machine[R]:
+    def journaled(self, machine: Machine[R], host: ToolHost, observed: bool = True) -> Machine[R]:
         return machine
 
     def __enter__(self) -> _Plain:

@@ -12,7 +12,8 @@ stopped in doubt or failed) when nothing follows it yet; a later drive's records
 on through. A follower that reattaches with `after=` the last sequence number it saw ends
 at once if that record ended the drive.
 
-Rule: it knows the records and the sources' shape, never a backend's SQL or a driver.
+Rule: it knows the records and the sources' shape, never a backend (nor `_base`, which
+calls it), its SQL, or a driver.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from agentloops.errors import ConfigurationError
-from agentloops.journal._base import check_after_arg
 from agentloops.journal.records import DRIVE_ENDS, JournalRecord
 
 PAGE = 256
@@ -100,7 +100,9 @@ def steps(run_id: str, after: int, timeout: float | None) -> Step:
 
 
 def check_args(after: object, timeout: object) -> tuple[int, float | None]:
-    start = check_after_arg(after) or 0
+    if isinstance(after, bool) or not isinstance(after, int) or after < 0:
+        raise ConfigurationError(f"after must be a sequence number >= 0, got {after!r}")
+    start = after
     if timeout is not None and (
         isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
     ):

@@ -33,6 +33,8 @@ from agentloops.journal._base import (
     run_info,
 )
 from agentloops.journal._connection import ConnectionPerProcess
+from agentloops.journal.postgres_follow import NOTIFY as _NOTIFY
+from agentloops.journal.postgres_follow import PAGE_SQL, as_utc, page_of
 from agentloops.journal.records import JournalRecord, Lease, RunInfo
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -64,10 +66,6 @@ _CURRENT = (
     " AND holder IS NOT NULL AND lease_expires_at > clock_timestamp()"
 )
 _TTL = "clock_timestamp() + %(ttl)s * interval '1 second'"
-CHANNEL = "agentloops_journal"
-"""The `NOTIFY` channel of appends and deletions; the payload is the md5 of the run id (a
-payload is short, a run id need not be)."""
-_NOTIFY = f"pg_notify('{CHANNEL}', md5(%(run_id)s))"
 # Fence, allocate the sequence numbers, insert and tell the followers (at commit): one
 # statement, one round trip.
 _APPEND = (
@@ -86,13 +84,6 @@ _INFO = (
     " epoch, last_seq, clock_timestamp() FROM agentloops_runs"
 )
 _RECORD = "SELECT seq, kind, key, data::text, at FROM agentloops_journal"
-# A page of a run's records, or one row of NULLs for a run with none after `seq`, or no
-# row at all for an unknown run.
-PAGE_SQL = (
-    "SELECT j.seq, j.kind, j.key, j.data::text, j.at FROM agentloops_runs r"
-    " LEFT JOIN agentloops_journal j ON j.run_id = r.run_id AND j.seq > %s"
-    " WHERE r.run_id = %s ORDER BY j.seq LIMIT %s"
-)
 
 
 class PostgresStore(ConnectionPerProcess):
@@ -193,8 +184,8 @@ class PostgresStore(ConnectionPerProcess):
             " FROM agentloops_runs WHERE run_id = %s",
             (lease.run_id,),
         ).fetchone()
-        now = datetime.now(timezone.utc) if row is None else _utc(row[4])
-        fence(lease, None if row is None else (row[0], row[1], _utc(row[2])), now)
+        now = datetime.now(timezone.utc) if row is None else as_utc(row[4])
+        fence(lease, None if row is None else (row[0], row[1], as_utc(row[2])), now)
         assert row is not None  # fence raised for a deleted run
         check_after(lease.run_id, after, row[3])
         raise StoreError(f"run {lease.run_id!r}: the write did not apply", run_id=lease.run_id)
@@ -211,7 +202,7 @@ class PostgresStore(ConnectionPerProcess):
             ).fetchone()
             if row is None:
                 raise RunExists(f"run {run_id!r} exists already", run_id=run_id)
-        return Lease(run_id=run_id, holder=holder, epoch=1, ttl=ttl, expires_at=_utc(row[0]))
+        return Lease(run_id=run_id, holder=holder, epoch=1, ttl=ttl, expires_at=as_utc(row[0]))
 
     def _acquire(self, run_id: str, *, ttl: float, holder: str) -> Lease:
         params = {"run_id": run_id, "holder": holder, "ttl": ttl}
@@ -226,7 +217,11 @@ class PostgresStore(ConnectionPerProcess):
                 ).fetchone()
                 if row is not None:
                     return Lease(
-                        run_id=run_id, holder=holder, epoch=row[0], ttl=ttl, expires_at=_utc(row[1])
+                        run_id=run_id,
+                        holder=holder,
+                        epoch=row[0],
+                        ttl=ttl,
+                        expires_at=as_utc(row[1]),
                     )
                 held = conn.execute(
                     "SELECT holder, lease_expires_at, lease_expires_at > clock_timestamp()"
@@ -236,7 +231,7 @@ class PostgresStore(ConnectionPerProcess):
                 if held is None:
                     raise not_found(run_id)
                 if held[2]:
-                    raise leased(run_id, held[0], _utc(held[1]))
+                    raise leased(run_id, held[0], as_utc(held[1]))
 
     def _renew(self, lease: Lease, ttl: float) -> Lease:
         params = {"run_id": lease.run_id, "epoch": lease.epoch, "ttl": ttl}
@@ -248,7 +243,7 @@ class PostgresStore(ConnectionPerProcess):
             ).fetchone()
             if row is None:
                 self._lost(conn, lease)
-        return replace(lease, ttl=ttl, expires_at=_utc(row[0]))
+        return replace(lease, ttl=ttl, expires_at=as_utc(row[0]))
 
     def _break(self, run_id: str) -> bool:
         with self._using(run_id, f"break the lease of run {run_id!r}") as conn:
@@ -302,7 +297,7 @@ class PostgresStore(ConnectionPerProcess):
                 raise
             if not rows:
                 self._lost(conn, lease, after)
-        at = _utc(rows[0][1])
+        at = as_utc(rows[0][1])
         return [
             record(run_id, seq, e.kind, e.key, e.data, at)
             for e, (seq, _, _) in zip(new, rows, strict=True)
@@ -342,7 +337,9 @@ class PostgresStore(ConnectionPerProcess):
     def _find(conn: Conn, run_id: str, kind: str, key: str) -> JournalRecord | None:
         query = f"{_RECORD} WHERE run_id = %s AND kind = %s AND key = %s"
         row = conn.execute(query, (run_id, kind, key)).fetchone()
-        return None if row is None else record(run_id, row[0], row[1], row[2], row[3], _utc(row[4]))
+        return (
+            None if row is None else record(run_id, row[0], row[1], row[2], row[3], as_utc(row[4]))
+        )
 
     def run_info(self, run_id: str) -> RunInfo:
         with self._using(run_id, f"read run {run_id!r}") as conn:
@@ -353,7 +350,7 @@ class PostgresStore(ConnectionPerProcess):
         row = conn.execute(f"{_INFO} WHERE run_id = %s", (run_id,)).fetchone()
         if row is None:
             raise not_found(run_id)
-        return run_info(row, _utc)
+        return run_info(row, as_utc)
 
     def list_runs(self, *, status: str | None = None, kind: str | None = None) -> list[RunInfo]:
         with self._using("", "list the runs") as conn:
@@ -362,7 +359,7 @@ class PostgresStore(ConnectionPerProcess):
                 " AND (%(kind)s::text IS NULL OR kind = %(kind)s) ORDER BY created_at, run_id",
                 {"status": status, "kind": kind},
             ).fetchall()
-        return [run_info(row, _utc) for row in rows]
+        return [run_info(row, as_utc) for row in rows]
 
     def delete(self, run_id: str, *, force: bool = False) -> bool:
         with self._using(run_id, f"delete run {run_id!r}", transaction=True) as conn:
@@ -374,23 +371,8 @@ class PostgresStore(ConnectionPerProcess):
             if row is None:
                 return False
             if not force and row[0] is not None and row[2]:
-                raise leased(run_id, row[0], _utc(row[1]))
+                raise leased(run_id, row[0], as_utc(row[1]))
             conn.execute("DELETE FROM agentloops_journal WHERE run_id = %s", (run_id,))
             conn.execute("DELETE FROM agentloops_runs WHERE run_id = %s", (run_id,))
             conn.execute(f"SELECT {_NOTIFY}", {"run_id": run_id})  # its followers end
         return True
-
-
-def _utc(value: datetime | None) -> Any:
-    return None if value is None else value.astimezone(timezone.utc)
-
-
-def page_of(run_id: str, rows: list[tuple[Any, ...]]) -> list[JournalRecord]:
-    """`PAGE_SQL`'s rows as records; `RunNotFound` when there is none (no such run)."""
-    if not rows:
-        raise not_found(run_id)
-    return [
-        record(run_id, seq, kind, key, data, _utc(at))
-        for seq, kind, key, data, at in rows
-        if seq is not None  # the one row of a run with no record after `after`
-    ]

@@ -1,4 +1,5 @@
-"""Following a PostgreSQL run's journal: `LISTEN` on a connection of the follower's own.
+"""Reading and following a PostgreSQL run's journal: its pages, and `LISTEN` on a
+connection of the follower's own.
 
 Every append and deletion notifies channel `CHANNEL` with the md5 of the run id when it
 commits. A follower listens before its first read, so no commit slips between a read and
@@ -6,24 +7,64 @@ the wait after it; it reads pages through the same connection. It also looks aga
 `RECHECK` seconds with no notification (a writer from an older agentloops does not
 notify, and a notification is dropped with a connection).
 
-Rule: a part of `PostgresStore`; it knows the store's SQL and `follow`'s sources.
+Rule: a part of `PostgresStore` (which imports it, never the reverse); it knows the
+journal's tables and `follow`'s sources.
 """
 
 from __future__ import annotations
 
 import hashlib
 import time
-from typing import TYPE_CHECKING, Any
+from datetime import datetime, timezone
+from typing import Any, Protocol
 
 from agentloops.errors import StoreError
-from agentloops.journal.postgres import CHANNEL, PAGE_SQL, page_of
+from agentloops.journal._base import not_found, record
 from agentloops.journal.records import JournalRecord
 
-if TYPE_CHECKING:  # pragma: no cover
-    from agentloops.journal.postgres import PostgresStore
+CHANNEL = "agentloops_journal"
+"""The `NOTIFY` channel of appends and deletions; the payload is the md5 of the run id (a
+payload is short, a run id need not be)."""
+NOTIFY = f"pg_notify('{CHANNEL}', md5(%(run_id)s))"
+"""Tells the followers of run `%(run_id)s`, when the transaction commits."""
+
+# A page of a run's records, or one row of NULLs for a run with none after `seq`, or no
+# row at all for an unknown run.
+PAGE_SQL = (
+    "SELECT j.seq, j.kind, j.key, j.data::text, j.at FROM agentloops_runs r"
+    " LEFT JOIN agentloops_journal j ON j.run_id = r.run_id AND j.seq > %s"
+    " WHERE r.run_id = %s ORDER BY j.seq LIMIT %s"
+)
 
 RECHECK = 1.0
 """Seconds a follower waits for a notification before it reads the journal anyway."""
+
+
+class _Store(Protocol):
+    """What a follower needs of its `PostgresStore`."""
+
+    @property
+    def _psycopg(self) -> Any: ...
+    @property
+    def conninfo(self) -> str: ...
+    @property
+    def connect_timeout(self) -> float: ...
+    def connect(self, **kwargs: Any) -> Any: ...
+
+
+def as_utc(value: datetime | None) -> Any:
+    return None if value is None else value.astimezone(timezone.utc)
+
+
+def page_of(run_id: str, rows: list[tuple[Any, ...]]) -> list[JournalRecord]:
+    """`PAGE_SQL`'s rows as records; `RunNotFound` when there is none (no such run)."""
+    if not rows:
+        raise not_found(run_id)
+    return [
+        record(run_id, seq, kind, key, data, as_utc(at))
+        for seq, kind, key, data, at in rows
+        if seq is not None  # the one row of a run with no record after `after`
+    ]
 
 
 def _payload(run_id: str) -> str:
@@ -33,7 +74,7 @@ def _payload(run_id: str) -> str:
 class Follower:
     """A follower's source (`follow.Source`), blocking."""
 
-    def __init__(self, store: PostgresStore, run_id: str):
+    def __init__(self, store: _Store, run_id: str):
         self.store, self.run_id, self.payload = store, run_id, _payload(run_id)
         self.conn: Any = None
 
@@ -81,7 +122,7 @@ class Follower:
 class AsyncFollower:
     """`Follower` on the event loop, through psycopg's `AsyncConnection`."""
 
-    def __init__(self, store: PostgresStore, run_id: str):
+    def __init__(self, store: _Store, run_id: str):
         self.store, self.run_id, self.payload = store, run_id, _payload(run_id)
         self.conn: Any = None
 

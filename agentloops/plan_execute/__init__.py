@@ -185,6 +185,7 @@ class PlanAndExecute:
                 deadline=deadline,
             ),
             forget_finished=store is None,  # its own store keeps what can still resume
+            milestones=True,  # its plan and steps, journaled for replay_events
         )
         self.max_cost, self.price, self.deadline = max_cost, price, deadline
         self.on_event = on_event

@@ -213,6 +213,7 @@ class ReWOOPipeline:
             meter_for(
                 [self.planner, self.solver], price=price, max_cost=max_cost, deadline=deadline
             ),
+            milestones=True,  # its plan and steps, journaled for replay_events
         )
         self.max_cost, self.price, self.deadline = max_cost, price, deadline
 

@@ -160,7 +160,7 @@ def test_decide_takes_the_same_decision_again_and_refuses_a_contradicting_one(
     assert decide(durable_store, "r1", "c1", "approve", by="bob") is None  # as given already
     with pytest.raises(DecisionRefused, match=r"already decided: approved by ann \(record \d+\)"):
         decide(durable_store, "r1", "c1", "deny", by="bob")
-    with pytest.raises(DecisionRefused, match="no call 'zz' waiting"):
+    with pytest.raises(DecisionRefused, match="so none applies to 'zz'"):
         decide(durable_store, "r1", "zz", "deny", by="bob")
     assert [r.kind for r in durable_store.read("r1")].count("decision") == 1
 

@@ -22,6 +22,7 @@ from agentloops.engine import _fingerprint, session, streams, sync
 from agentloops.engine.decisions import Decisions
 from agentloops.engine.durable import journaled
 from agentloops.engine.effects import CallModel, CheckOutput, Machine, NextTool, R, StartTool
+from agentloops.engine.fork import Replacement
 from agentloops.engine.host import ToolHost
 from agentloops.engine.meter import Meter, metered
 from agentloops.errors import AgentLoopsError, CallInDoubt, ConfigurationError
@@ -156,6 +157,45 @@ class Runner(Generic[R]):
                 )
 
             return reopen, self._metered(make)
+
+        return opening
+
+    def forked(
+        self,
+        run_id: str,
+        at: int,
+        fork_id: str | None,
+        replace: Replacement | None,
+        rebuild: Rebuild[R],
+        fingerprint: Fingerprint,
+    ) -> Opening[R]:
+        """A new run, forked from `run_id` at record `at` (`engine.fork`), replayed into the
+        machine `rebuild` makes from the source's meta, then going on live. The loop's
+        `fingerprint()` must match the source's; the fork's header keeps it.
+
+        Raises:
+            ConfigurationError: the loop has no store.
+        """
+        d = self._needs_store("forking a run")
+        kind = self.kind
+        new = fork_id or new_run_id()
+
+        def opening(observed: bool) -> tuple[Opener, Make[R]]:
+            def make(meta: dict[str, Any]) -> Machine[R]:
+                return rebuild(meta, new, observed or self.milestones)
+
+            def open_() -> session.Session:
+                return session.fork(
+                    d,
+                    kind=kind,
+                    run_id=run_id,
+                    new_run_id=new,
+                    at=at,
+                    replace=replace,
+                    fingerprint=fingerprint(),
+                )
+
+            return open_, self._metered(make)
 
         return opening
 

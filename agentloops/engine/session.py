@@ -26,6 +26,7 @@ from agentloops.engine._chain import Chain
 from agentloops.engine.decisions import Decisions, decision_entries, pending
 from agentloops.engine.durable import FORMAT, journaled
 from agentloops.engine.effects import Machine, R
+from agentloops.engine.fork import Replacement, fork_entries, fork_meta
 from agentloops.engine.host import ToolHost
 from agentloops.errors import CheckpointError, ConfigurationError, JournalConflict, LeaseLost
 from agentloops.journal.records import Entry, JournalRecord, Lease, RunInfo, RunStore
@@ -237,6 +238,49 @@ def reopen(
 def read(store: RunStore, run_id: str, info: RunInfo) -> list[JournalRecord]:
     """The run's journal, checked: its records' checksums and each one's schema."""
     return _records.checked(store.read(run_id), Chain.of(run_id, info.meta))
+
+
+def fork(
+    d: Durability,
+    *,
+    kind: str,
+    run_id: str,
+    new_run_id: str,
+    at: int,
+    replace: Replacement | None,
+    fingerprint: _fingerprint.Parts,
+) -> Session:
+    """Start the run `new_run_id` as a fork of `run_id` at record `at` (`engine.fork`),
+    holding its lease, its copied journal written; the source is only read (and checked:
+    its chain and schemas up to `at`). The copied records are re-chained: sealed from the
+    fork's own seed (its id and a new nonce), as the fork's journal format 2 says.
+
+    Raises:
+        RunNotFound: no run `run_id`; RunExists: `new_run_id` is taken.
+        CheckpointError: the source is another loop's, from a newer agentloops, was
+            started with other settings than this loop's `fingerprint`, or is damaged.
+        ConfigurationError: `at` or `replace` does not fit the source's journal.
+    """
+    store = d.store
+    info = store.run_info(run_id)
+    check_kind(info, kind, run_id)
+    _fingerprint.check(run_id, info.meta, fingerprint, ())
+    limit = at if type(at) is int and at > 0 else None
+    past = _records.checked(store.read(run_id, limit=limit), Chain.of(run_id, info.meta))
+    entries = fork_entries(past, source=run_id, new=new_run_id, at=at, replace=replace)
+    nonce = secrets.token_hex(6)
+    source = {k: v for k, v in info.meta.items() if k not in ("format", "nonce", "fingerprint")}
+    meta = fork_meta(source, source=run_id, at=at, replaced=replace is not None)
+    meta = {"format": FORMAT, "nonce": nonce, **meta}
+    meta["fingerprint"] = _fingerprint.condensed(fingerprint)
+    lease = store.start(new_run_id, kind=kind, ttl=d.lease_ttl, meta=meta)
+    chain = Chain(new_run_id, nonce)
+    try:
+        written = append(store, lease, chain, entries) if entries else []
+    except BaseException:
+        store.release(lease)
+        raise
+    return Session(d, lease, meta, written, chain)
 
 
 def waiting(past: list[JournalRecord]) -> dict[str, tuple[str, str, ToolCall]]:

@@ -115,7 +115,7 @@ __version__ = "0.1.0"
 """The installed version; the build reads it from here (pyproject.toml, `[tool.hatch.version]`)."""
 
 if _typing.TYPE_CHECKING:  # pragma: no cover
-    from agentloops.batch import BatchItem, run_many
+    from agentloops.batch import BatchItem, DurableItem, run_many
     from agentloops.cassettes import Cassette, CassetteMismatch, CassetteRecorder
     from agentloops.checkpoint import Checkpointer, MemoryCheckpointer, SQLiteCheckpointer
     from agentloops.comparison import Attempt, Comparison, LoopFactory, LoopSummary, compare
@@ -152,6 +152,7 @@ _LAZY = {
     "RateLimiter": "agentloops.providers.limiter",
     "RetryPolicy": "agentloops.providers.retry",
     "BatchItem": "agentloops.batch",
+    "DurableItem": "agentloops.batch",
     "Cassette": "agentloops.cassettes",
     "CassetteMismatch": "agentloops.cassettes",
     "CassetteRecorder": "agentloops.cassettes",
@@ -235,6 +236,7 @@ __all__ = [
     "Decision",
     "DecisionRefused",
     "DoubtPolicy",
+    "DurableItem",
     "EmptyReply",
     "Evaluator",
     "Event",

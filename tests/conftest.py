@@ -87,8 +87,8 @@ def instant_analyst_tools(tmp_path: Path) -> Iterator[object]:
 # A test that takes `ReActLoop` (or `ReWOOPipeline`, `PlanAndExecute`, `Router`,
 # `Evaluator`) as a parameter runs twice: once with the class itself, once with a subclass
 # whose `run`, `resume`, `fork`, `route` and `evaluate` drive `arun`, `aresume`, `afork`,
-# `aroute` and `aevaluate` on a fresh event loop. The parameter shadows the imported name, so the test
-# body reads the same under both drivers.
+# `aroute` and `aevaluate` on a fresh event loop. The parameter shadows the imported name,
+# so the test body reads the same under both drivers.
 
 _ASYNC_TWINS = {
     "run": "arun",

@@ -5,6 +5,7 @@ attempt holds is waited out. (A Dask worker killed mid-item: tests/test_dask.py.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,7 @@ def credit(step: int) -> str:
     return f"credited {step}"
 
 
-def work(n: int, item: DurableItem) -> str:
+def loop_for(n: int, item: DurableItem) -> ReActLoop:
     """Two tool calls, then an answer; the model is down at the second call for the
     inputs in BROKEN."""
 
@@ -53,8 +54,16 @@ def work(n: int, item: DurableItem) -> str:
             return ModelResponse(Message("assistant", (call,)), "tool_use")
         return f"done {n}"
 
-    loop = ReActLoop(FunctionModel(answer), [credit], store=item.store, lease_ttl=0.5)
-    return str(item.drive(loop, f"Item {n}").answer)
+    return ReActLoop(FunctionModel(answer), [credit], store=item.store, lease_ttl=0.5)
+
+
+def work(n: int, item: DurableItem) -> str:
+    return str(item.drive(loop_for(n, item), f"Item {n}").answer)
+
+
+def awork(n: int, item: DurableItem) -> str:
+    """`work`, driven by `item.adrive` on an event loop."""
+    return str(asyncio.run(item.adrive(loop_for(n, item), f"Item {n}")).answer)
 
 
 @pytest.fixture(autouse=True)
@@ -116,3 +125,16 @@ def test_a_lease_a_dead_attempt_holds_is_waited_out(store: Any) -> None:
     [late] = run_many(work, [4], store=store, key=str, progress=False, lease_wait=0.3)
     assert late.error is not None and late.error.startswith("RunLeased")
     assert RunLeased.__name__ in late.error
+
+
+def test_adrive_resumes_on_the_event_loop_and_waits_out_a_lease(store: Any) -> None:
+    BROKEN.add(5)
+    [failed] = run_many(awork, [5], store=store, key=str, progress=False)
+    assert failed.error == "ModelError: the model server is unreachable"
+    BROKEN.clear()
+    store.acquire("5", ttl=0.6)
+    [item] = run_many(awork, [5], store=store, key=str, progress=False)
+    assert item.output == "done 5" and RAN == ["5:c1", "5:c2"]
+    store.acquire("5", ttl=30)
+    [late] = run_many(awork, [5], store=store, key=str, progress=False, lease_wait=0.3)
+    assert late.error is not None and late.error.startswith("RunLeased")

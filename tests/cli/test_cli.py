@@ -211,3 +211,44 @@ def test_tables_are_drawn_with_rich_on_a_terminal() -> None:
     plain = io.StringIO()
     Output(plain).table("runs", ("run", "status"), [("r1", "paused")])  # not a terminal
     assert plain.getvalue() == "runs\nrun  status\nr1   paused\n"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["runs", "list"],
+        ["runs", "list", "--kind", "react", "--json"],
+        ["runs", "show", "r1"],
+        ["runs", "show", "r1", "--json"],
+        ["runs", "follow", "r1"],
+        ["runs", "follow", "r1", "--json"],
+        ["runs", "follow", "r1", "--events", "--after", "2"],
+        ["runs", "follow", "r1", "--events", "--json"],
+    ],
+)
+def test_in_process_the_commands_print_what_the_command_line_does(
+    command: list[str], tmp_path: Path
+) -> None:
+    with SQLiteStore(tmp_path / "runs.db") as store:
+        paused(store)
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    out, err = io.StringIO(), io.StringIO()
+    assert main([*command, "--store", url], stdout=out, stderr=err) == 0, err.getvalue()
+    assert out.getvalue() == cli(url, *command).stdout and out.getvalue()
+
+
+def test_in_process_decide_and_delete(tmp_path: Path) -> None:
+    with SQLiteStore(tmp_path / "runs.db") as store:
+        paused(store)
+        cid = call_id(store)
+    url = ["--store", f"sqlite:///{tmp_path / 'runs.db'}"]
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["runs", "decide", "r1", cid, "--skip", "--by", "a", *url], stderr=err) == 4
+    assert "'rerun' and 'skip' apply to a call that started" in err.getvalue()
+    assert main(["runs", "decide", "r1", cid, "--deny", "--by", "a", *url], stdout=out) == 0
+    assert main(["runs", "decide", "r1", cid, "--deny", "--by", "a", *url], stdout=out) == 0
+    assert out.getvalue().splitlines()[-1].endswith("decided so already; nothing added")
+    assert main(["runs", "delete", "r1", "--json", *url], stdout=out) == 0
+    assert out.getvalue().splitlines()[-1] == '{"deleted": true}'
+    assert main(["runs", "delete", "r1", *url], stdout=out) == 3
+    assert out.getvalue().splitlines()[-1] == "no run 'r1'"

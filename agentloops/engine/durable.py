@@ -183,6 +183,7 @@ class _Replay:
                 return None  # a journal from before milestones: what it replays has none
             data = event_to_dict(effect.event)
             del data["at"]  # this process's clock: the record has its own time
+            data.pop("ts", None)  # the wall clock too: the record's time is it
             pending.append((EVENT, data))
         if self.resumed and not self.live:
             # Until it goes past where the earlier sessions stopped, a resumed run goes where

@@ -93,7 +93,10 @@ class EventReplay:
         make = _MAKERS.get(record.kind)
         if make is None:
             return []
-        return make(self, record.run_id, data, at)
+        events = make(self, record.run_id, data, at)
+        if events and hasattr(events[0], "ts"):  # the wall clock: the record's time
+            events = [dataclasses.replace(e, ts=at) for e in events]
+        return events
 
     def _model(self, run_id: str, data: dict[str, Any], at: float) -> list[Event]:
         response = data["response"]

@@ -63,7 +63,7 @@ def comparable(event: Event) -> tuple[Any, ...]:
     fields = {
         f.name: getattr(event, f.name)
         for f in dataclasses.fields(event)
-        if f.name not in ("at", "seconds", "cost")
+        if f.name not in ("at", "ts", "seconds", "cost")
     }
     if isinstance(event, ToolCallFinished):
         fields["outcome"] = dataclasses.replace(event.outcome, seconds=0.0)

@@ -33,6 +33,7 @@ SCRIPTS = (
     "durability.py",
     "journal_checks.py",
     "mcp_overhead.py",
+    "follow.py",
 )
 QUICK = {
     "react_overhead.py",
@@ -41,6 +42,7 @@ QUICK = {
     "limiter.py",
     "durability.py",
     "mcp_overhead.py",
+    "follow.py",
 }
 """The scripts that take `--quick`."""
 BUDGET_SECONDS = 720

@@ -35,6 +35,7 @@ RUNNABLE = [
     "compare.md",
     "durability.md",
     "models.md",
+    "operations.md",
     "plan-and-execute.md",
     "react.md",
     "rewoo.md",

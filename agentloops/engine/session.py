@@ -5,9 +5,10 @@ A run is driven by one holder at a time. `begin` creates the run holding its lea
 header keeps the journal's format, the run's nonce and the loop's fingerprint); `reopen`
 takes the lease of an existing run (`RunLeased`, naming the holder and until when, while
 another holder drives it), checks the loop's fingerprint, records the decisions it was
-given, and reads and checks the journal to replay. Every journal write names the lease,
-so a holder that lost it (it stalled past the expiry and the run was taken over) writes
-nothing and stops, and every record it writes is sealed into the run's checksum chain.
+given (checked by `engine.decisions`), and reads and checks the journal to replay. Every
+journal write names the lease, so a holder that lost it (it stalled past the expiry and
+the run was taken over) writes nothing and stops, and every record it writes is sealed
+into the run's checksum chain.
 
 Rule: this module holds runs, it does not drive them (`agentloops.engine.runner` does),
 and knows no loop.
@@ -22,8 +23,10 @@ from typing import Any, Protocol
 
 from agentloops.engine import _fingerprint, _records
 from agentloops.engine._chain import Chain
-from agentloops.engine.durable import DOUBT, FORMAT, journaled
-from agentloops.engine.effects import Machine, R, call_key
+from agentloops.engine.decisions import Decisions, decision_entries, pending
+from agentloops.engine.durable import FORMAT, journaled
+from agentloops.engine.effects import Machine, R
+from agentloops.engine.fork import Replacement, fork_entries, fork_meta
 from agentloops.engine.host import ToolHost
 from agentloops.errors import CheckpointError, ConfigurationError, JournalConflict, LeaseLost
 from agentloops.journal.records import Entry, JournalRecord, Lease, RunInfo, RunStore
@@ -68,7 +71,9 @@ class Hold(Protocol):
 
     meta: dict[str, Any]
 
-    def journaled(self, machine: Machine[R], host: ToolHost) -> Machine[R]: ...
+    def journaled(
+        self, machine: Machine[R], host: ToolHost, observed: bool = True
+    ) -> Machine[R]: ...
     def __enter__(self) -> Hold: ...
     def __exit__(self, *exc: object) -> None: ...
     async def __aenter__(self) -> Hold: ...
@@ -85,6 +90,8 @@ class Session:
         meta: dict[str, Any],
         past: list[JournalRecord],
         chain: Chain | None,
+        *,
+        status: str = "running",
     ):
         self.store = d.store
         self.forget = d.forget_finished
@@ -94,20 +101,27 @@ class Session:
         """The status this session last wrote."""
         self.chain = chain
         """Where the run's checksum chain stands (`None`: a format 1 journal has none)."""
+        self._status = status
+        """The header's status as this holder last set it (or found it, when reopening)."""
         from agentloops.journal.keeper import LeaseKeeper  # with the first durable run
 
         self.keeper = LeaseKeeper(d.store, lease)
 
     def write(self, entries: list[Entry], status: str | None) -> None:
-        """Append under the lease (fenced: `LeaseLost` if it is no longer ours)."""
+        """Append under the lease (fenced: `LeaseLost` if it is no longer ours). The first
+        write of a reopened run that goes on sets its status back to "running", so a crash
+        from here on does not leave it saying "paused", "in_doubt" or "failed"."""
         self.keeper.check()
+        if status is None and self._status != "running":
+            status = "running"
         append(self.store, self.keeper.lease, self.chain, entries, status)
         if status is not None:
             self.status = status
+            self._status = status
 
-    def journaled(self, machine: Machine[R], host: ToolHost) -> Machine[R]:
+    def journaled(self, machine: Machine[R], host: ToolHost, observed: bool = True) -> Machine[R]:
         nonce = self.meta.get("nonce") if self.chain is not None else None
-        return journaled(machine, self.past, self.write, host.registry, nonce or "")
+        return journaled(machine, self.past, self.write, host.registry, nonce or "", observed)
 
     def __enter__(self) -> Session:
         self.keeper.start()
@@ -180,7 +194,7 @@ def reopen(
     *,
     kind: str,
     run_id: str,
-    decisions: Mapping[str, bool] | None,
+    decisions: Decisions | None,
     fingerprint: _fingerprint.Parts,
     allow_changes: Collection[str] = (),
 ) -> Session:
@@ -192,8 +206,9 @@ def reopen(
         CheckpointError: the run is another loop's, from a newer agentloops, was started
             with other settings (that `allow_changes` does not name), or its journal is
             damaged (a record that fails its schema or its checksum).
-        ConfigurationError: decisions that name no waiting call, contradict a recorded
-            one, leave a paused turn's call undecided, or are not booleans.
+        ConfigurationError: decisions that are not decisions, or leave a paused turn's call
+            undecided; `DecisionRefused` for one naming no waiting call, contradicting a
+            recorded one, or of the wrong kind (see `engine.decisions`).
     """
     store = d.store
     info = store.run_info(run_id)
@@ -204,23 +219,68 @@ def reopen(
     try:
         chain = Chain.of(run_id, meta)
         past = _records.checked(store.read(run_id), chain)
-        entries = _decision_records(run_id, past, decisions, lease) if decisions else []
+        entries = decision_entries(run_id, past, decisions, by=lease.holder) if decisions else []
+        decided = bool(entries)
         if upgrade is not None:
             meta["fingerprint"], changed = upgrade
             if changed:  # the journal says when, and by whom, the run's settings changed
                 entries.append(("settings_changed", {"changed": changed, "by": lease.holder}))
             store.update_run(lease, meta=meta)
         if entries:
-            past += append(store, lease, chain, entries)
+            # decisions recorded: the run goes on from here, its status "running" again
+            past += append(store, lease, chain, entries, "running" if decided else None)
     except BaseException:
         store.release(lease)
         raise
-    return Session(d, lease, meta, past, chain)
+    return Session(d, lease, meta, past, chain, status="running" if decided else info.status)
 
 
 def read(store: RunStore, run_id: str, info: RunInfo) -> list[JournalRecord]:
     """The run's journal, checked: its records' checksums and each one's schema."""
     return _records.checked(store.read(run_id), Chain.of(run_id, info.meta))
+
+
+def fork(
+    d: Durability,
+    *,
+    kind: str,
+    run_id: str,
+    new_run_id: str,
+    at: int,
+    replace: Replacement | None,
+    fingerprint: _fingerprint.Parts,
+) -> Session:
+    """Start the run `new_run_id` as a fork of `run_id` at record `at` (`engine.fork`),
+    holding its lease, its copied journal written; the source is only read (and checked:
+    its chain and schemas up to `at`). The copied records are re-chained: sealed from the
+    fork's own seed (its id and a new nonce), as the fork's journal format 2 says.
+
+    Raises:
+        RunNotFound: no run `run_id`; RunExists: `new_run_id` is taken.
+        CheckpointError: the source is another loop's, from a newer agentloops, was
+            started with other settings than this loop's `fingerprint`, or is damaged.
+        ConfigurationError: `at` or `replace` does not fit the source's journal.
+    """
+    store = d.store
+    info = store.run_info(run_id)
+    check_kind(info, kind, run_id)
+    _fingerprint.check(run_id, info.meta, fingerprint, ())
+    limit = at if type(at) is int and at > 0 else None
+    past = _records.checked(store.read(run_id, limit=limit), Chain.of(run_id, info.meta))
+    entries = fork_entries(past, source=run_id, new=new_run_id, at=at, replace=replace)
+    nonce = secrets.token_hex(6)
+    source = {k: v for k, v in info.meta.items() if k not in ("format", "nonce", "fingerprint")}
+    meta = fork_meta(source, source=run_id, at=at, replaced=replace is not None)
+    meta = {"format": FORMAT, "nonce": nonce, **meta}
+    meta["fingerprint"] = _fingerprint.condensed(fingerprint)
+    lease = store.start(new_run_id, kind=kind, ttl=d.lease_ttl, meta=meta)
+    chain = Chain(new_run_id, nonce)
+    try:
+        written = append(store, lease, chain, entries) if entries else []
+    except BaseException:
+        store.release(lease)
+        raise
+    return Session(d, lease, meta, written, chain)
 
 
 def waiting(past: list[JournalRecord]) -> dict[str, tuple[str, str, ToolCall]]:
@@ -233,58 +293,7 @@ def waiting(past: list[JournalRecord]) -> dict[str, tuple[str, str, ToolCall]]:
     """
     for record in past:
         _records.check(record)
-    return _waiting(past)
-
-
-def _waiting(past: list[JournalRecord]) -> dict[str, tuple[str, str, ToolCall]]:
-    decided = {r.key for r in past if r.kind == "decision"}
-    finished = {r.key for r in past if r.kind in ("tool_finished", DOUBT)}
-    found: dict[str, tuple[str, str, ToolCall]] = {}
-    for r in past:
-        if r.kind == "approval_requested":
-            for c in r.data["calls"]:
-                key = call_key(r.data["run"], c["id"])
-                if key not in decided:
-                    found[c["id"]] = ("approval", key, ToolCall(c["id"], c["name"], c["args"]))
-        elif r.kind == "tool_started" and r.key is not None and r.key not in finished:
-            call = ToolCall(r.data["id"], r.data["name"], r.data["args"])
-            found[call.id] = ("doubt", r.key, call)
-    return found
-
-
-def _decision_records(
-    run_id: str, past: list[JournalRecord], decisions: Mapping[str, bool], lease: Lease
-) -> list[Entry]:
-    open_calls = _waiting(past)
-    recorded = {(r.kind, r.key): r.data for r in past if r.kind in ("decision", DOUBT) and r.key}
-    not_bool = sorted(k for k, v in decisions.items() if not isinstance(v, bool))
-    if not_bool:  # a truthy "no" must never approve a call
-        raise ConfigurationError(f"decisions must be True or False; not for {not_bool}")
-    entries: list[Entry] = []
-    for call_id, approved in decisions.items():
-        if call_id not in open_calls:
-            same = [d for (_, k), d in recorded.items() if k.endswith(f":{call_id}")]
-            if same and all(d["approved"] == approved for d in same):
-                continue  # decided so already (a second approver, a retry): nothing to add
-            if same:
-                raise ConfigurationError(f"call {call_id} of run {run_id!r} was already decided")
-            if not open_calls:
-                raise ConfigurationError(
-                    f"run {run_id!r} is not waiting for approval: no call waits for a "
-                    f"decision, so none applies to {call_id!r}"
-                )
-            raise ConfigurationError(
-                f"run {run_id!r} has no call {call_id!r} waiting for a decision; "
-                f"waiting: {sorted(open_calls)}"
-            )
-        why, key, call = open_calls[call_id]
-        data = {"approved": approved, "name": call.name, "args": call.args, "by": lease.holder}
-        entries.append(("decision" if why == "approval" else DOUBT, data, key))
-    undecided = sorted(c for c, (why, _, _) in open_calls.items() if why == "approval")
-    missing = [c for c in undecided if c not in decisions]
-    if missing and len(missing) < len(undecided):
-        raise ConfigurationError(f"no decision for pending calls {missing}")
-    return entries
+    return {c: (w.why, w.key, w.call) for c, w in pending(past).items()}
 
 
 class _Plain:
@@ -295,7 +304,7 @@ class _Plain:
     def __init__(self) -> None:
         self.meta: dict[str, Any] = {}  # a plain run keeps nothing with it
 
-    def journaled(self, machine: Machine[R], host: ToolHost) -> Machine[R]:
+    def journaled(self, machine: Machine[R], host: ToolHost, observed: bool = True) -> Machine[R]:
         return machine
 
     def __enter__(self) -> _Plain:

@@ -6,6 +6,11 @@ client with only `complete` runs in a worker thread. Tool calls await the regist
 task that drives a run cancels the model call and the tool calls in flight, closes the
 machine, and lets `CancelledError` propagate.
 
+A call of an agent tool (or a handoff) is a sub-run this driver drives itself, as a
+nested `drive` of its machine: awaited inline when it is the turn's lone call, else in a
+task whose events (deltas included) come back through the driver's inbox. Cancelling the
+run cancels its sub-runs' tasks.
+
 Rule: a driver performs effects and decides nothing; it knows no loop.
 """
 
@@ -13,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
@@ -21,6 +25,7 @@ from typing import Any, Generic
 
 from agentloops.engine import _events
 from agentloops.engine._partial import PartialOutput
+from agentloops.engine._hosting import Job
 from agentloops.engine.effects import (
     CallModel,
     CheckOutput,
@@ -33,7 +38,7 @@ from agentloops.engine.effects import (
     StartTool,
 )
 from agentloops.engine.host import ToolHost
-from agentloops.errors import ModelError
+from agentloops.errors import AgentLoopsError, ModelError
 from agentloops.events import Event, EventSink
 from agentloops.messages import ToolOutcome
 from agentloops.model import ModelResponse
@@ -70,7 +75,7 @@ async def drive(
 ) -> AsyncGenerator[Event | Done[R], None]:
     """Perform `machine`'s effects until it returns: yields events (when `observed`),
     then `Done(result)`. With `streaming`, model deltas are yielded as they arrive."""
-    tools = _Tools(host, observed)
+    tools = _Tools(host, observed, streaming)
     try:
         try:
             effect = next(machine)
@@ -138,10 +143,10 @@ async def _call_model(
                 if isinstance(part, ModelResponse):
                     response = part
                     break
-                yield dataclasses.replace(part, loop=loop, run_id=run_id)
+                yield _events.delta(part, effect)
                 parsed = partial.feed(part) if partial is not None else None
                 if parsed is not None:
-                    yield dataclasses.replace(parsed, loop=loop, run_id=run_id)
+                    yield _events.delta(parsed, effect)
         finally:
             aclose = getattr(parts, "aclose", None)  # an async generator's
             if aclose is not None:
@@ -164,9 +169,10 @@ async def _call_model(
 class _Tools:
     """Started calls as tasks; a lone call is awaited inline, without a task."""
 
-    def __init__(self, host: ToolHost, observed: bool):
+    def __init__(self, host: ToolHost, observed: bool, streaming: bool = False):
         self.host = host
         self.observed = observed
+        self.streaming = streaming
         self.queued: list[StartTool] = []
         self.tasks: set[asyncio.Task[None]] = set()
         # (Event,) from tool tasks, or (call_id, ToolOutcome | BaseException); made when a
@@ -183,12 +189,22 @@ class _Tools:
         self.queued.append(effect)
 
     async def next(self) -> AsyncIterator[Event | tuple[str, ToolOutcome]]:
+        hosted = self.host.registry.hosted
         if self.queued:
-            if not self.tasks and len(self.queued) == 1 and self.host.executor is None:
+            lone = not self.tasks and len(self.queued) == 1
+            if lone and (self.host.executor is None or self.queued[0].call.name in hosted):
                 effect = self.queued.pop()
                 if self.observed:
                     yield _events.tool_started(effect)
-                outcome = await self._call(effect)
+                if effect.call.name in hosted:
+                    outcome = ToolOutcome(content="")
+                    async for part in self.hosted(effect):
+                        if type(part) is ToolOutcome:
+                            outcome = part
+                        else:
+                            yield part  # type: ignore[misc]  # an event of the sub-run
+                else:
+                    outcome = await self._call(effect)
                 if self.observed:
                     yield _events.tool_finished(effect, outcome)
                 yield effect.call.id, outcome
@@ -215,14 +231,48 @@ class _Tools:
         try:
             if self.observed:
                 inbox.put_nowait((_events.tool_started(effect),))
-            outcome: ToolOutcome | BaseException = await self._call(effect)
+            outcome: ToolOutcome | BaseException
+            if effect.call.name in self.host.registry.hosted:
+                outcome = ToolOutcome(content="")
+                async for part in self.hosted(effect):
+                    if type(part) is ToolOutcome:
+                        outcome = part
+                    else:
+                        inbox.put_nowait((part,))
+            else:
+                outcome = await self._call(effect)
             if self.observed:
-                inbox.put_nowait((_events.tool_finished(effect, outcome),))  # type: ignore[arg-type]
+                inbox.put_nowait((_events.tool_finished(effect, outcome),))
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # handed to the driver, which raises it
             outcome = exc
         inbox.put_nowait((effect.call.id, outcome))
+
+    async def hosted(self, effect: StartTool) -> AsyncIterator[Event | ToolOutcome]:
+        """Drive the sub-run of an agent tool's call on this loop, as a nested drive: its
+        events, then the call's outcome."""
+        job = Job(effect, self.host, self.observed)
+        refused = job.refusal()
+        if refused is not None:
+            yield refused
+            return
+        result: Any = None
+        try:
+            machine, host = await asyncio.to_thread(job.open)
+            items = drive(machine, host, observed=self.observed, streaming=self.streaming)
+            async with contextlib.aclosing(items):
+                async for item in items:
+                    if type(item) is Done:
+                        result = item.value
+                    else:
+                        yield item  # type: ignore[misc]
+        except AgentLoopsError as exc:
+            yield job.failed(exc)
+            return
+        finally:
+            await asyncio.to_thread(job.close)
+        yield job.outcome(result)
 
     async def _call(self, effect: StartTool) -> ToolOutcome:
         call, host = effect.call, self.host

@@ -4,7 +4,8 @@ plain or durable, on this thread or the event loop, streamed or not.
 A loop hands the runner an `Opening`: a new run (`fresh`), a journaled run to reopen by its
 id (`journaled`), or one to resume from what the caller holds (`local`). The runner picks
 the run id (`new_run_id`: the one rule), opens the run (a plain one, or a `Session` holding
-its lease), builds the loop's machine and drives it with `sync`, `aio` or `streams`.
+its lease), builds the loop's machine and drives it with `sync`, `aio` or `streams`. A run
+whose tools include agent tools or handoffs is the top of a tree of runs (`engine.tree`).
 
 Rule: the runner knows no loop's decisions (the loops' machines do), and holds no lease
 itself (`session` does).
@@ -23,6 +24,7 @@ from agentloops.engine.durable import journaled
 from agentloops.engine.effects import CallModel, CheckOutput, Machine, NextTool, R, StartTool
 from agentloops.engine.host import ToolHost
 from agentloops.engine.meter import Meter, metered
+from agentloops.engine.tree import Node, tracked
 from agentloops.errors import AgentLoopsError, CallInDoubt, ConfigurationError
 from agentloops.events import Event, EventSink
 from agentloops.journal.records import Entry, RunStore
@@ -189,7 +191,8 @@ class Runner(Generic[R]):
         """Drive the run here to its result, handing every event to `on_event`."""
         open_, make = opening(on_event is not None)
         with open_() as held:
-            return sync.run(held.journaled(make(held.meta), host), host, on_event)
+            machine, host = _planted(make(held.meta), host, held)
+            return sync.run(held.journaled(machine, host), host, on_event)
 
     @staticmethod
     async def arun(opening: Opening[R], host: ToolHost, on_event: EventSink | None) -> R:
@@ -199,7 +202,8 @@ class Runner(Generic[R]):
         open_, make = opening(on_event is not None)
         held = await _opened(open_)
         async with held:
-            return await aio.run(held.journaled(make(held.meta), host), host, on_event)
+            machine, host = _planted(make(held.meta), host, held)
+            return await aio.run(held.journaled(machine, host), host, on_event)
 
     @staticmethod
     def stream(
@@ -248,7 +252,8 @@ def _stream(
     open_: Opener, make: Make[R], host: ToolHost, on_event: EventSink | None
 ) -> Iterator[Event | R]:
     with open_() as held:
-        yield from streams.stream(held.journaled(make(held.meta), host), host, on_event)
+        machine, host = _planted(make(held.meta), host, held)
+        yield from streams.stream(held.journaled(machine, host), host, on_event)
 
 
 async def _astream(
@@ -256,7 +261,8 @@ async def _astream(
 ) -> AsyncIterator[Event | R]:
     held = await _opened(open_)
     async with held:
-        items = streams.astream(held.journaled(make(held.meta), host), host, on_event)
+        machine, host = _planted(make(held.meta), host, held)
+        items = streams.astream(held.journaled(machine, host), host, on_event)
         async with contextlib.aclosing(items):  # type: ignore[type-var]
             async for item in items:
                 yield item
@@ -289,6 +295,20 @@ def _allowed(allow_changes: Collection[str]) -> frozenset[str]:
             f"allow_changes must be a collection of part names, got {allow_changes!r}"
         )
     return frozenset(allow_changes)
+
+
+def _planted(
+    machine: Machine[R], host: ToolHost, held: session.Hold
+) -> tuple[Machine[R], ToolHost]:
+    """A run whose tools include agent tools or handoffs (its host has `limits`) becomes
+    the top of a tree: counted, and bounding its sub-runs; they are journaled under its
+    session."""
+    limits = host.limits
+    if limits is None:
+        return machine, host
+    node = Node(limits)
+    durable = held if isinstance(held, session.Session) else None
+    return tracked(machine, node), dataclasses.replace(host, node=node, session=durable)
 
 
 class _Frontier(AgentLoopsError):

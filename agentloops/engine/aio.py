@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import Any, Generic
 
 from agentloops.engine import _events
-from agentloops.engine._partial import PartialOutput
 from agentloops.engine._hosting import Job
+from agentloops.engine._partial import PartialOutput
 from agentloops.engine.effects import (
     CallModel,
     CheckOutput,
@@ -136,7 +136,6 @@ async def _call_model(
     response: ModelResponse | None = None
     if astream is not None:
         parts = astream(request)
-        loop, run_id = effect.loop, effect.run_id
         partial = PartialOutput(effect.output) if effect.output is not None else None
         try:
             async for part in parts:

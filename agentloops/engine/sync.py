@@ -26,8 +26,8 @@ from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any
 
 from agentloops.engine import _events, _threads
-from agentloops.engine._partial import PartialOutput
 from agentloops.engine._hosting import Job
+from agentloops.engine._partial import PartialOutput
 from agentloops.engine.effects import (
     CallModel,
     CheckOutput,
@@ -159,7 +159,6 @@ def _streamed(parts: Any, effect: CallModel) -> Events[ModelResponse]:
     so far when the call may write one; return the response."""
     from agentloops.errors import ModelError
 
-    loop, run_id = effect.loop, effect.run_id
     partial = PartialOutput(effect.output) if effect.output is not None else None
     try:
         for part in parts:

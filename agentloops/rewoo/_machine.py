@@ -18,7 +18,7 @@ from agentloops.engine.effects import Emit, Machine
 from agentloops.engine.runs import Clock, Totals, lifecycle
 from agentloops.errors import AgentLoopsError, PlanValidationError, ToolStepFailed
 from agentloops.events import PlanMade, Replanned
-from agentloops.messages import ToolOutcome
+from agentloops.messages import SubRun, ToolOutcome
 from agentloops.model import ModelClient, ModelResponse
 from agentloops.output import OutputSpec, OutputValidator
 from agentloops.rewoo._plan import rewoo_problems
@@ -64,6 +64,7 @@ class Run:
     plan: ReWOOPlan | None = None
     evidence: dict[str, ToolOutcome] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
+    subruns: list[SubRun] = field(default_factory=list)
 
 
 def machine(
@@ -73,6 +74,7 @@ def machine(
     run_id: str,
     observed: bool,
     clock: Clock = time.perf_counter,
+    parent_run_id: str | None = None,
 ) -> Machine[ReWOOResult]:
     """A run as a step machine (see `ReWOOPipeline.machine`); its id comes from outside."""
     run = Run(run_id=run_id)
@@ -89,6 +91,7 @@ def machine(
         observed=observed,
         clock=clock,
         partial=partial,
+        parent_run_id=parent_run_id,
     )
 
 
@@ -178,6 +181,11 @@ def work(p: Settings, run: Run, plan: ReWOOPlan, observed: bool) -> Machine[Work
         progress=run.evidence,
     )
     run.evidence, run.skipped = done.evidence, done.skipped
+    for outcome in done.evidence.values():  # agent tools' sub-runs: what they spent counts
+        sub = outcome.run
+        if sub is not None:
+            run.totals.spend(sub.usage, sub.model_calls)
+            run.subruns.append(sub)
     return done
 
 
@@ -270,4 +278,5 @@ def _result(
         skipped=run.skipped,
         detail=detail,
         output=output,
+        subruns=run.subruns,
     )

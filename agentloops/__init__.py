@@ -13,6 +13,7 @@ pyproject.toml).
 
 import typing as _typing
 
+from agentloops.engine.subruns import AgentTool
 from agentloops.errors import (
     AgentLoopsError,
     ApprovalRequired,
@@ -23,6 +24,7 @@ from agentloops.errors import (
     ContextWindowExceeded,
     DeadlineExceeded,
     EmptyReply,
+    HandoffCycle,
     InvalidOutput,
     JournalConflict,
     LeaseLost,
@@ -68,6 +70,7 @@ from agentloops.messages import (
     Block,
     Message,
     RedactedThinking,
+    SubRun,
     Text,
     Thinking,
     ToolCall,
@@ -88,7 +91,7 @@ from agentloops.model import (
     ToolSpec,
 )
 from agentloops.output import OutputContext, OutputValidator
-from agentloops.react import ReActLoop, ReActResult
+from agentloops.react import Handoff, ReActLoop, ReActResult
 from agentloops.structured import (
     StructuredReply,
     aask_structured,
@@ -201,6 +204,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "AgentLoopsError",
+    "AgentTool",
     "AnthropicModel",
     "ApprovalPolicy",
     "ApprovalRequested",
@@ -229,6 +233,8 @@ __all__ = [
     "Event",
     "EventSink",
     "FallbackModel",
+    "Handoff",
+    "HandoffCycle",
     "InvalidOutput",
     "JSONLSink",
     "JournalConflict",
@@ -296,6 +302,7 @@ __all__ = [
     "StoreError",
     "StreamingModelClient",
     "StructuredReply",
+    "SubRun",
     "Text",
     "TextDelta",
     "Thinking",

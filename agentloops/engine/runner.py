@@ -24,10 +24,12 @@ from agentloops.engine.durable import journaled
 from agentloops.engine.effects import CallModel, CheckOutput, Machine, NextTool, R, StartTool
 from agentloops.engine.host import ToolHost
 from agentloops.engine.meter import Meter, metered
-from agentloops.engine.tree import Node, tracked
-from agentloops.errors import AgentLoopsError, CallInDoubt, ConfigurationError
+from agentloops.engine.subruns import AgentTool, outcome
+from agentloops.engine.tree import Limits, Node, tracked
+from agentloops.errors import AgentLoopsError, CallInDoubt, ConfigurationError, RunNotFound
 from agentloops.events import Event, EventSink
 from agentloops.journal.records import Entry, RunStore
+from agentloops.messages import ToolOutcome
 
 Opener = Callable[[], session.Hold]
 Make = Callable[[dict[str, Any]], Machine[R]]
@@ -240,7 +242,7 @@ class Runner(Generic[R]):
         _fingerprint.check(run_id, info.meta, fingerprint(), ())
         past = session.read(d.store, run_id, info)
         machine = rebuild(dict(info.meta), run_id, False)
-        return _replayed(journaled(machine, past, _nowhere, host.registry), run_id)
+        return _replayed(journaled(machine, past, _nowhere, host.registry), run_id, d.store, host)
 
     def _needs_store(self, what: str) -> session.Durability:
         if self.durability is None:
@@ -311,6 +313,29 @@ def _planted(
     return tracked(machine, node), dataclasses.replace(host, node=node, session=durable)
 
 
+def _paused_below(
+    effect: StartTool, store: RunStore, host: ToolHost
+) -> tuple[str, ToolOutcome] | None:
+    """The outcome of an agent tool's call whose sub-run is paused, from its journal."""
+    tool = host.registry.get(effect.call.name)
+    if not isinstance(tool, AgentTool):
+        return None
+    run_id = effect.call_key
+    try:
+        info = store.run_info(run_id)
+    except RunNotFound:
+        return None
+    sub = tool.loop
+    below = sub._host()
+    machine = sub._rebuilt(dict(info.meta), run_id, False)
+    past = store.read(run_id)
+    result = _replayed(journaled(machine, past, _nowhere, below.registry), run_id, store, below)
+    if result.stop_reason != "approval_required":
+        return None
+    limit = host.registry.max_output_chars
+    return effect.call.id, outcome(tool, effect, result, Node(Limits()), 0.0, limit)
+
+
 class _Frontier(AgentLoopsError):
     """The journal ran out: what comes next would be new work."""
 
@@ -319,15 +344,26 @@ def _nowhere(entries: list[Entry], status: str | None) -> None:
     """A status read writes nothing."""
 
 
-def _replayed(machine: Machine[R], run_id: str) -> R:
-    """Run `machine` on its journal alone, up to where new work would start."""
+def _replayed(machine: Machine[R], run_id: str, store: RunStore, host: ToolHost) -> R:
+    """Run `machine` on its journal alone, up to where new work would start (a call of an
+    agent tool whose sub-run paused is answered with that pause, read from its journal)."""
     outcome: Any = None
     error: Exception | None = None
+    paused: list[tuple[str, ToolOutcome]] = []
     try:
         while True:
             effect = machine.send(outcome) if error is None else machine.throw(error)
             outcome, error = None, None
-            if type(effect) in (CallModel, CheckOutput, StartTool, NextTool):
+            kind = type(effect)
+            if kind is StartTool:
+                below = _paused_below(effect, store, host)  # type: ignore[arg-type]
+                if below is not None:
+                    paused.append(below)
+                    continue
+            if kind is NextTool and paused:
+                outcome = paused.pop(0)
+                continue
+            if kind in (CallModel, CheckOutput, StartTool, NextTool):
                 error = _Frontier(f"run {run_id!r} goes on from here")
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]

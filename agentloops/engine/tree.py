@@ -118,10 +118,12 @@ class Node:
     # -- the tree's shape --------------------------------------------------------------
 
     def child(self, limits: Limits, run_id: str, name: str, *, handoff: bool = False) -> Node:
-        """A sub-run starting under this run, counted live until it settles."""
+        """A sub-run starting under this run, counted live until it settles (the call that
+        makes it counts as one of this run's tool calls from now)."""
         node = Node(limits, run_id, parent=self, name=name, handoff=handoff)
         with self.lock:
             self.live.append(node)
+            self.tool_calls += 1
         return node
 
     def names(self) -> str:
@@ -161,10 +163,13 @@ class Node:
         """Count one tool call of this run, and a sub-run's totals when it was one."""
         run = outcome.run
         with self.lock:
-            self.tool_calls += 1
             if run is None:
+                self.tool_calls += 1
                 return
-            self.live = [n for n in self.live if n.run_id != run.run_id]
+            live = [n for n in self.live if n.run_id != run.run_id]
+            if len(live) == len(self.live):  # replayed, or refused: not counted when made
+                self.tool_calls += 1
+            self.live = live
             self.tokens += run.usage.total_tokens
             self.tool_calls += run.tool_calls
             if run.cost is None:
@@ -174,11 +179,14 @@ class Node:
                 self.children_cost[run.name] = self.children_cost.get(run.name, 0) + run.cost
 
     def detach(self) -> None:
-        """This sub-run ended without an outcome (it failed): stop counting it live."""
+        """This sub-run ended without an outcome (it failed): stop counting it live, and
+        its call as one of its parent's."""
         parent = self.parent
         if parent is not None:
             with self.lock:
-                parent.live = [n for n in parent.live if n is not self]
+                if self in parent.live:
+                    parent.live = [n for n in parent.live if n is not self]
+                    parent.tool_calls -= 1
 
     def totals(self) -> tuple[int, int, Decimal | None]:
         """Tokens, tool calls and cost (`None`: not every call was priced) of this run and

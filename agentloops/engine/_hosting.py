@@ -51,6 +51,7 @@ class Job:
         tool = host.registry.get(effect.call.name)
         assert isinstance(tool, AgentTool), f"not an agent tool: {tool!r}"
         self.tool = tool
+        self.limits = tool.loop._limits()
         self.node = host.node if host.node is not None else Node(Limits())
         self.run_id = effect.call_key
         self.child: Node | None = None
@@ -71,8 +72,7 @@ class Job:
         too_deep = self.node.too_deep()
         if too_deep is not None:
             return self._error(f"not run: {too_deep}")
-        owner = tool.loop._limits().owner
-        if tool.handoff and owner in self.node.chain:
+        if tool.handoff and self.limits.owner in self.node.chain:
             chain = f"{self.node.names()} > {tool.name}"
             run = SubRun(
                 name=tool.name,
@@ -110,7 +110,7 @@ class Job:
         if meter is not None:
             machine = metered(machine, meter)
         self.child = child = self.node.child(
-            loop._limits(), self.run_id, tool.name, handoff=tool.handoff
+            self.limits, self.run_id, tool.name, handoff=tool.handoff
         )
         machine = tracked(machine, child)
         own = loop._host()

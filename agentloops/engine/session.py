@@ -140,20 +140,34 @@ class Session:
         return journaled(machine, self.past, self.write, host.registry, nonce or "")
 
     def __enter__(self) -> Session:
-        self.keeper.start()
+        top = self._top()
+        if top is None:
+            self.keeper.start()
+        else:  # a sub-run: the keeper of the run at the top renews its lease too
+            top.keeper.attach(self.keeper)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.keeper.stop()
+        top = self._top()
+        if top is None:
+            self.keeper.stop()
+        else:
+            top.keeper.detach(self.keeper)
         lease = self.keeper.lease
         if self.forget and self.status == "finished":  # still ours: nobody else can be in it
             self.store.delete(lease.run_id, force=True)
         else:
             self.store.release(lease)
 
+    def _top(self) -> Session | None:
+        """The session of the run at the top of this one's tree (`None`: this is it)."""
+        top = self.parent
+        while top is not None and top.parent is not None:
+            top = top.parent
+        return top
+
     async def __aenter__(self) -> Session:
-        self.keeper.start()
-        return self
+        return self.__enter__()
 
     async def __aexit__(self, *exc: object) -> None:
         import asyncio

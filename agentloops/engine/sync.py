@@ -135,7 +135,8 @@ def drive(
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
     finally:
-        tools.stop.set()
+        if tools.stop is not None:
+            tools.stop.set()
         machine.close()
 
 
@@ -183,8 +184,9 @@ class _Tools:
         self.host = host
         self.observed = observed
         self.streaming = streaming
-        self.stop = threading.Event()
-        """Set when the drive ends: sub-runs still on their threads stop."""
+        self.stop: threading.Event | None = None
+        """Set when the drive ends: sub-runs still on their threads stop (made with the
+        first sub-run on a thread)."""
         self.queued: list[StartTool] = []
         self.running = 0
         # ("event", Event) from tool threads, or ("done", call_id, ToolOutcome | BaseException)
@@ -255,6 +257,8 @@ class _Tools:
         for effect in queued:
             self.running += 1
             if effect.call.name in hosted:
+                if self.stop is None:
+                    self.stop = threading.Event()
                 _threads.submit(_hosted_task(self, effect))
             elif executor is None:
                 _threads.submit(_task(self, effect))

@@ -56,6 +56,9 @@ class Job:
         self.run_id = effect.call_key
         self.child: Node | None = None
         self.session: sessions.Session | None = None
+        self.alone = None if host.session is not None else tool.loop._runner.durability
+        """The sub-run's loop's own store, where it is journaled when the calling run has
+        none (a `PlanAndExecute` always has one)."""
         self.started = time.perf_counter()
 
     def refusal(self) -> ToolOutcome | None:
@@ -94,6 +97,8 @@ class Job:
         machine: Machine[Any] | None = None
         if parent is not None:
             self.session, machine = self._journaled(parent)
+        elif self.alone is not None:
+            self.session, machine = self._journaled_alone(self.alone)
         if machine is None:
             if start is not None and start.state is not None:
                 machine = loop._sub_resume(start.state, start.decisions or {}, observed=observed)
@@ -103,7 +108,6 @@ class Job:
                     run_id=self.run_id,
                     parent_run_id=effect.run_id,
                     observed=observed,
-                    durable=parent is not None,
                 )
         machine = nested(machine, effect.run_id, effect.call.id)
         meter = self._meter()
@@ -123,14 +127,9 @@ class Job:
     def _journaled(self, parent: sessions.Session) -> tuple[sessions.Session, Machine[Any] | None]:
         """The sub-run's session: begun for a new call, reopened for one met before (then
         with its machine rebuilt from the header, for its journal to be replayed into)."""
-        tool, effect = self.tool, self.effect
+        tool = self.tool
         d = sessions.Durability(parent.store, parent.lease_ttl)
-        meta = {
-            "task": transcript_task(self._task()),
-            "parent_run_id": effect.run_id,
-            "call_id": effect.call.id,
-            "tool": tool.name,
-        }
+        meta = self._meta()
         key = self.run_id
         met = any(r.kind == "tool_started" and r.key == key for r in parent.past)
         if not met:  # a new call: begin its run (met before only if a drive stopped early)
@@ -148,6 +147,33 @@ class Job:
             held.store.release(held.keeper.lease)
             raise
         return held, machine
+
+    def _journaled_alone(
+        self, d: sessions.Durability
+    ) -> tuple[sessions.Session, Machine[Any] | None]:
+        """The session of a sub-run journaled in its loop's own store (the calling run has
+        no store): begun for a new call, reopened (with its decisions) for a paused one."""
+        tool, start = self.tool, self.effect.start
+        if start is None or start.state is None:
+            return sessions.begin(d, kind=tool.kind, run_id=self.run_id, meta=self._meta()), None
+        held = sessions.reopen(
+            d, kind=tool.kind, run_id=self.run_id, decisions=start.decisions, alone=True
+        )
+        try:
+            machine = tool.loop._rebuilt(held.meta, self.run_id, self.observed)
+        except BaseException:  # pragma: no cover  (a header this call wrote itself)
+            held.store.release(held.keeper.lease)
+            raise
+        return held, machine
+
+    def _meta(self) -> dict[str, Any]:
+        effect = self.effect
+        return {
+            "task": transcript_task(self._task()),
+            "parent_run_id": effect.run_id,
+            "call_id": effect.call.id,
+            "tool": self.tool.name,
+        }
 
     def _task(self) -> Any:
         start = self.effect.start
@@ -176,7 +202,8 @@ class Job:
         assert self.child is not None
         seconds = time.perf_counter() - self.started
         limit = self.host.registry.max_output_chars
-        return outcome(self.tool, self.effect, result, self.child, seconds, limit)
+        journal = None if self.alone is None else self.run_id
+        return outcome(self.tool, self.effect, result, self.child, seconds, limit, journal)
 
     def failed(self, exc: AgentLoopsError) -> ToolOutcome:
         """A sub-run that raised: the sub-agent could not do the task (an invalid plan, a

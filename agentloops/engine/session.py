@@ -111,6 +111,8 @@ class Session:
         """Where the run's checksum chain stands (`None`: a format 1 journal has none)."""
         self.parent = parent
         """The session of the run this one is a sub-run of: its lease covers this run."""
+        self.hosting = False
+        """Whether its run may make sub-runs (its tools have agent tools or handoffs)."""
         from agentloops.journal.keeper import LeaseKeeper  # with the first durable run
 
         self.keeper = LeaseKeeper(d.store, lease)
@@ -136,6 +138,7 @@ class Session:
             self.status = status
 
     def journaled(self, machine: Machine[R], host: ToolHost) -> Machine[R]:
+        self.hosting = bool(host.registry.hosted)
         nonce = self.meta.get("nonce") if self.chain is not None else None
         return journaled(machine, self.past, self.write, host.registry, nonce or "")
 
@@ -155,6 +158,8 @@ class Session:
             top.keeper.detach(self.keeper)
         lease = self.keeper.lease
         if self.forget and self.status == "finished":  # still ours: nobody else can be in it
+            if self.hosting:
+                _forget_below(self.store, lease.run_id)
             self.store.delete(lease.run_id, force=True)
         else:
             self.store.release(lease)
@@ -231,12 +236,14 @@ def reopen(
     fingerprint: _fingerprint.Parts,
     allow_changes: Collection[str] = (),
     parent: Session | None = None,
+    alone: bool = False,
 ) -> Session:
     """Take the run's lease, check the loop against the run's fingerprint, record
     `decisions` under the lease (those for calls of its sub-runs in their journals), and
     read (and check) the journal. With `parent`, the run is that run's sub-run, reopened
     under its holder (waiting, at most one lease's time, for the lease of a holder that
-    stopped to lapse).
+    stopped to lapse); with `alone`, a sub-run journaled in its own loop's store (its
+    parent has none), resumed by the call that made it.
 
     Raises:
         RunNotFound, RunLeased: no such run, or another holder drives it now.
@@ -252,7 +259,7 @@ def reopen(
     check_kind(info, kind, run_id)
     upgrade = _fingerprint.check(run_id, info.meta, fingerprint, allow_changes)
     top = info.meta.get("parent_run_id")
-    if parent is None and info.meta.get("tool") and top:
+    if parent is None and not alone and info.meta.get("tool") and top:
         raise CheckpointError(
             f"run {run_id!r} is a sub-run of run {top!r} (its call "
             f"{info.meta.get('call_id')!r} of {info.meta['tool']!r}): resume {top!r}, which "
@@ -349,6 +356,18 @@ def open_subruns(past: list[JournalRecord], *, finished: bool = False) -> list[s
     ]
 
 
+def _forget_below(store: RunStore, run_id: str) -> None:
+    """Delete the sub-runs below a finished run (a loop's private store keeps none of a
+    finished tree: the run at the top forgets it all)."""
+    try:
+        past = store.read(run_id)
+    except StoreError:  # pragma: no cover  (the run is ours while it is forgotten)
+        return
+    for sub_id in open_subruns(past, finished=True):
+        _forget_below(store, sub_id)
+        store.delete(sub_id, force=True)
+
+
 def _decided_below(store: RunStore, past: list[JournalRecord], call_id: str) -> list[bool]:
     """The decisions recorded for a call of this id in the runs below (finished ones too)."""
     found: list[bool] = []
@@ -428,6 +447,12 @@ def _record_below(
                 own[name] = approved
                 continue
         below.setdefault(leaf, {})[call_id] = approved
+    unknown = [name for name in own if name not in own_calls]
+    if unknown and found:  # refused before any is recorded, naming what waits below
+        raise ConfigurationError(
+            f"run {run_id!r} has no call {unknown[0]!r} waiting for a decision; "
+            f"waiting: {sorted(found)}"
+        )
     for leaf, leaf_decisions in below.items():
         leaf_lease = _acquire_below(store, leaf, lease.ttl, lease.holder)
         try:

@@ -46,9 +46,9 @@ class SubLoop(Protocol):
         """What it bounds the runs below it by."""
 
     def _sub_machine(
-        self, task: Any, *, run_id: str, parent_run_id: str, observed: bool, durable: bool
+        self, task: Any, *, run_id: str, parent_run_id: str, observed: bool
     ) -> Machine[Any]:
-        """A new run's machine, for a sub-run (`durable`: journaled in a store)."""
+        """A new run's machine, for a sub-run."""
 
     def _rebuilt(self, meta: dict[str, Any], run_id: str, observed: bool) -> Machine[Any]:
         """A journaled run's machine, from its stored meta."""
@@ -190,11 +190,18 @@ def paused(run: SubRun | None) -> bool:
 
 
 def outcome(
-    tool: AgentTool, effect: StartTool, result: Any, node: Node, seconds: float, max_chars: int
+    tool: AgentTool,
+    effect: StartTool,
+    result: Any,
+    node: Node,
+    seconds: float,
+    max_chars: int,
+    journal: str | None = None,
 ) -> ToolOutcome:
     """The outcome a sub-run's result gives its call: the answer (or the typed output, as
-    JSON) when it answered, an error saying how it stopped otherwise, and the `SubRun`."""
-    run = summary(tool, effect, result, node)
+    JSON) when it answered, an error saying how it stopped otherwise, and the `SubRun`
+    (`journal`: the run id it is journaled under in its loop's own store, if it is)."""
+    run = summary(tool, effect, result, node, journal)
     if paused(run):
         names = ", ".join(c.name for c in run.pending)
         text = f"{tool.name} waits for approval of {len(run.pending)} call(s): {names}"
@@ -209,8 +216,11 @@ def outcome(
     return ToolOutcome(content=capped(text, max_chars), is_error=failed, seconds=seconds, run=run)
 
 
-def summary(tool: AgentTool, effect: StartTool, result: Any, node: Node) -> SubRun:
-    """A sub-run's result, as its caller keeps it (`node`: what the tree counted for it)."""
+def summary(
+    tool: AgentTool, effect: StartTool, result: Any, node: Node, journal: str | None = None
+) -> SubRun:
+    """A sub-run's result, as its caller keeps it (`node`: what the tree counted for it;
+    `journal`: see `outcome`)."""
     tokens, calls, cost = node.totals()
     del tokens  # the result's usage has the split by kind
     pending: list[ToolCall] = list(getattr(result, "pending_approvals", ()))
@@ -230,8 +240,16 @@ def summary(tool: AgentTool, effect: StartTool, result: Any, node: Node) -> SubR
         answered_by=getattr(result, "answered_by", "") or "",
         pending=tuple(pending),
         paths={k: tuple(v) for k, v in paths.items()},
-        state=tool.loop._paused_state(result) if stopped else None,
+        state=_state(tool, result, journal) if stopped else None,
     )
+
+
+def _state(tool: AgentTool, result: Any, journal: str | None) -> dict[str, Any] | None:
+    """What resuming a paused sub-run needs when its caller has no store: its journal's
+    run id in its loop's own store, or the state its loop keeps in memory."""
+    if journal is not None:
+        return {"journal": journal}
+    return tool.loop._paused_state(result)
 
 
 def _answer(result: Any) -> str:

@@ -353,7 +353,7 @@ class PlanAndExecute:
         )
 
     def _sub_machine(
-        self, task: str, *, run_id: str, parent_run_id: str, observed: bool, durable: bool
+        self, task: str, *, run_id: str, parent_run_id: str, observed: bool
     ) -> Machine[PlanExecuteResult]:
         return _machine.machine(
             self, task, run_id=run_id, observed=observed, parent_run_id=parent_run_id

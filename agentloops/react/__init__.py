@@ -398,7 +398,6 @@ class ReActLoop:
         run_id: str,
         parent_run_id: str,
         observed: bool,
-        durable: bool,
     ) -> Machine[ReActResult]:
         return self.machine(task, run_id=run_id, parent_run_id=parent_run_id, observed=observed)
 

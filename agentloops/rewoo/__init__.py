@@ -411,7 +411,7 @@ class ReWOOPipeline:
         )
 
     def _sub_machine(
-        self, task: str, *, run_id: str, parent_run_id: str, observed: bool, durable: bool
+        self, task: str, *, run_id: str, parent_run_id: str, observed: bool
     ) -> Machine[ReWOOResult]:
         return _machine.machine(
             self, task, run_id=run_id, observed=observed, parent_run_id=parent_run_id

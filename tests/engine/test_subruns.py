@@ -454,3 +454,24 @@ def test_the_fast_single_call_path_is_not_taken_for_an_agent_tool() -> None:
     )
     result = outer.run("go")
     assert result.subruns[0].name == "sub" and result.model_calls == 3
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_a_rewoo_parent_with_an_executor_hosts_its_agent_steps_itself(driver: str) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from _subagents import PARENT_PLAN
+
+    from agentloops.testing import respond_structured
+
+    def planner(request: ModelRequest) -> ModelResponse:
+        if request.output is not None:
+            return respond_structured(PARENT_PLAN, usage=USAGE)
+        return respond("parent: " + request.messages[-1].text[-30:], usage=USAGE)
+
+    sub = sub_loop("react").as_tool("sub", "Adds numbers.")
+    with ThreadPoolExecutor(2) as pool:
+        loop = ReWOOPipeline(FunctionModel(planner), [sub, add_tool()], executor=pool)
+        result = drive(loop, TASK, driver)
+    assert result.evidence["#E1"].content == "sum=5" and result.evidence["#E2"].content == "2"
+    assert result.model_calls == 4 and result.subruns[0].name == "sub"

@@ -19,6 +19,7 @@ from agentloops import (
     ModelError,
     ModelRequest,
     ModelResponse,
+    RunNotFound,
     ToolCall,
     idempotency_key,
     tool,
@@ -364,6 +365,115 @@ def test_a_plan_and_execute_sub_agent_pauses_its_caller_and_resumes_with_it(
     paused = build().run("Pay INV-7.", run_id=top)
     assert paused.stop_reason == "approval_required"
     assert paused.pending_paths == {"p1": (top, f"{top}:t1", f"{top}:t1.1")}
+    if not durable:  # journaled in the sub-agent's own store, as its own run
+        assert sub.status(f"{top}:t1").stop_reason == "approval_required"
+        assert paused.subruns[0].state == {"journal": f"{top}:t1"}
     resumed = build().resume(top if durable else paused, {"p1": True})
     assert resumed.answer == "t1: report: paid" and [f"pay INV-7 {top}:t1.1:p1"] == LEDGER
     assert resumed.model_calls == 6  # top 2; planner 1, step 2, reporter 1: each once
+    if not durable:  # finished: its own store forgot it
+        with pytest.raises(RunNotFound):
+            sub.status(f"{top}:t1")
+
+
+def test_a_plan_and_execute_steps_paused_sub_agent_resumes_without_a_store(
+    PlanAndExecute: Any, ReActLoop: Any
+) -> None:
+    from agentloops.testing import respond_structured
+
+    def planner(request: ModelRequest) -> Any:
+        if request.output is not None:
+            return respond_structured({"steps": [{"step_number": 1, "description": "pay"}]})
+        return "report: paid"
+
+    payer = ReActLoop(model("payer", _payer), [pay])
+    loop = PlanAndExecute(
+        model("planner", planner),
+        [payer.as_tool("payer", "Pays.")],
+        executor=model("step", caller("payer", "s1")),
+    )
+    top = new_run_id()
+    paused = loop.run("Pay INV-7.", run_id=top)
+    assert paused.pending_paths == {"p1": (top, f"{top}.1", f"{top}.1:s1")}
+    with pytest.raises(CheckpointError, match="is a react run"):  # the sub-run, kept
+        loop.status(f"{top}.1:s1")
+    done = loop.resume(top, {"p1": True})
+    assert done.answer == "report: paid" and LEDGER == [f"pay INV-7 {top}.1:s1:p1"]
+    assert done.model_calls == 6 and [s.name for s in done.subruns] == ["payer"]
+    for forgotten in (top, f"{top}.1:s1"):  # the loop's own store forgot the finished tree
+        with pytest.raises(RunNotFound):
+            loop.status(forgotten)
+
+
+def test_calls_of_one_id_in_two_sub_runs_are_told_apart_by_their_runs(
+    durable_store: Any, ReActLoop: Any
+) -> None:
+    def build(store: Any) -> Any:
+        left = ReActLoop(model("left", _payer), [pay])
+        right = ReActLoop(model("right", _payer), [pay])
+
+        def top(request: ModelRequest) -> Any:
+            seen = results_of(request.messages)
+            if not seen:
+                return calls(
+                    ToolCall("a", "left", {"task": "x"}), ToolCall("b", "right", {"task": "y"})
+                )
+            return " | ".join(seen)
+
+        tools = [left.as_tool("left", "Pays."), right.as_tool("right", "Pays.")]
+        return ReActLoop(model("top", top), tools, store=store)
+
+    rid = new_run_id()
+    paused = build(None).run("go", run_id=rid)
+    assert list(paused.pending_paths) == ["p1", f"{rid}:b:p1"]  # both calls are "p1"
+    done = build(None).resume(paused, {"p1": True, f"{rid}:b:p1": False})
+    assert done.answer.startswith("payer: paid INV-7 | payer: denied")
+    assert LEDGER == [f"pay INV-7 {rid}:a:p1"]
+
+    LEDGER.clear()
+    build(durable_store).run("go", run_id="top")
+    below = waiting_below(durable_store, "top")
+    assert sorted(below) == ["p1", "top:b:p1"]
+    done = build(durable_store).resume("top", {"top:a:p1": False, "top:b:p1": True})
+    assert done.answer.startswith("payer: denied") and LEDGER == ["pay INV-7 top:b:p1"]
+
+
+def test_a_sub_run_waits_for_a_stale_lease_of_its_own_to_lapse(
+    durable_store: Any, ReActLoop: Any
+) -> None:
+    chain(ReActLoop, durable_store).run("Pay INV-7.", run_id="top")
+    stale = durable_store.acquire("top:t1", ttl=0.5)  # a holder that stopped, say
+    done = chain(ReActLoop, durable_store).resume("top", {"p1": True})
+    assert done.answer == "t1: m1: payer: paid INV-7"
+    assert durable_store.run_info("top:t1").epoch == stale.epoch + 1
+
+
+def test_a_sub_run_stops_writing_when_its_parents_lease_is_lost(
+    durable_store: Any, ReActLoop: Any
+) -> None:
+    import time
+
+    from agentloops import LeaseLost
+
+    @tool
+    def stall() -> str:
+        """Take a while."""
+        durable_store.delete("top", force=True)  # the top run is taken from its holder
+        time.sleep(0.5)  # long enough for its keeper to notice
+        return "late"
+
+    def staller(request: ModelRequest) -> Any:
+        seen = results_of(request.messages)
+        return f"s1: {seen[-1]}" if seen else calls(ToolCall("s1", "stall", {}))
+
+    inner = ReActLoop(model("staller", staller), [stall])
+    loop = ReActLoop(
+        model("top", caller("staller", "t1")),
+        [inner.as_tool("staller", "Stalls.")],
+        store=durable_store,
+        lease_ttl=0.3,
+    )
+    with pytest.raises(LeaseLost):
+        loop.run("go", run_id="top")
+    kinds = [r.kind for r in durable_store.read("top:t1")]
+    assert "tool_finished" not in kinds  # its outcome was not written after the loss

@@ -477,3 +477,35 @@ def test_a_sub_run_stops_writing_when_its_parents_lease_is_lost(
         loop.run("go", run_id="top")
     kinds = [r.kind for r in durable_store.read("top:t1")]
     assert "tool_finished" not in kinds  # its outcome was not written after the loss
+
+
+def test_a_decision_written_in_the_sub_runs_own_journal_is_applied_by_resuming_the_top(
+    durable_store: Any, ReActLoop: Any
+) -> None:
+    """The run-id rule a tool that records decisions itself (a CLI) follows: the call's
+    decision goes in the journal of the run it belongs to (`pending_paths[-1]`), keyed by
+    that run's id and the call's id; `resume(top)` then applies it."""
+    paused = chain(ReActLoop, durable_store).run("Pay INV-7.", run_id="top")
+    owner, call = paused.pending_paths["p1"][-1], paused.pending_approvals[0]
+    lease = durable_store.acquire(owner, ttl=5.0)
+    data = {"approved": True, "name": call.name, "args": call.args, "by": "cli"}
+    durable_store.append(lease, "decision", data, key=f"{owner}:{call.id}")
+    durable_store.release(lease)
+    done = chain(ReActLoop, durable_store).resume("top")
+    assert done.answer == "t1: m1: payer: paid INV-7" and LEDGER == ["pay INV-7 top:t1:m1:p1"]
+
+
+def test_a_sub_agent_with_a_store_of_its_own_journals_there_under_a_caller_without_one(
+    durable_store: Any, ReActLoop: Any
+) -> None:
+    payer = ReActLoop(model("payer", _payer), [pay], store=durable_store)
+    top = ReActLoop(model("top", caller("payer", "t1")), [payer.as_tool("payer", "Pays.")])
+    rid = new_run_id()
+    paused = top.run("Pay INV-7.", run_id=rid)
+    assert paused.pending_paths == {"p1": (rid, f"{rid}:t1")}
+    assert durable_store.run_info(f"{rid}:t1").status == "paused"
+    with pytest.raises(CheckpointError, match="is a sub-run of run"):
+        payer.resume(f"{rid}:t1", {"p1": True})  # only through the call that made it
+    done = top.resume(paused, {"p1": True})
+    assert done.answer == "t1: payer: paid INV-7" and LEDGER == [f"pay INV-7 {rid}:t1:p1"]
+    assert durable_store.run_info(f"{rid}:t1").status == "finished"  # a store of its own keeps it

@@ -15,6 +15,7 @@ tools what `SubLoop` names.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
@@ -67,17 +68,27 @@ class SubLoop(Protocol):
     def run(self, task: Any) -> Any: ...
 
 
-class _Task(pydantic.BaseModel):
-    """An agent tool's arguments, by default: the task."""
+@functools.cache
+def _arguments(handoff: bool) -> type[pydantic.BaseModel]:
+    """An agent tool's arguments by default (the task), or a handoff's (none: the
+    conversation is its task); made at the first agent tool, so `import agentloops` builds
+    no pydantic model."""
+    if handoff:
 
-    task: str = pydantic.Field(
-        description="The task, in plain words, with everything needed to do it: the agent "
-        "sees nothing else of this conversation."
-    )
+        class _NoArguments(pydantic.BaseModel):
+            """A handoff takes no arguments: the conversation is its task."""
 
+        return _NoArguments
 
-class _NoArguments(pydantic.BaseModel):
-    """A handoff takes no arguments: the conversation is its task."""
+    class _Task(pydantic.BaseModel):
+        """An agent tool's arguments, by default: the task."""
+
+        task: str = pydantic.Field(
+            description="The task, in plain words, with everything needed to do it: the "
+            "agent sees nothing else of this conversation."
+        )
+
+    return _Task
 
 
 class AgentTool(Tool):
@@ -121,7 +132,7 @@ class AgentTool(Tool):
             self._plainly,
             name=name,
             description=description,
-            args_model=input_type or (_NoArguments if handoff else _Task),
+            args_model=input_type or _arguments(handoff),
             read_only=all(t.read_only for t in tools),
             on_doubt="rerun",  # safe: the sub-run journals itself, so a re-run resumes it
         )

@@ -398,7 +398,7 @@ def test_a_plan_and_execute_steps_paused_sub_agent_resumes_without_a_store(
     with pytest.raises(CheckpointError, match="is a react run"):  # the sub-run, kept
         loop.status(f"{top}.1:s1")
     done = loop.resume(top, {"p1": True})
-    assert done.answer == "report: paid" and LEDGER == [f"pay INV-7 {top}.1:s1:p1"]
+    assert done.answer == "report: paid" and [f"pay INV-7 {top}.1:s1:p1"] == LEDGER
     assert done.model_calls == 6 and [s.name for s in done.subruns] == ["payer"]
     for forgotten in (top, f"{top}.1:s1"):  # the loop's own store forgot the finished tree
         with pytest.raises(RunNotFound):
@@ -428,7 +428,7 @@ def test_calls_of_one_id_in_two_sub_runs_are_told_apart_by_their_runs(
     assert list(paused.pending_paths) == ["p1", f"{rid}:b:p1"]  # both calls are "p1"
     done = build(None).resume(paused, {"p1": True, f"{rid}:b:p1": False})
     assert done.answer.startswith("payer: paid INV-7 | payer: denied")
-    assert LEDGER == [f"pay INV-7 {rid}:a:p1"]
+    assert [f"pay INV-7 {rid}:a:p1"] == LEDGER
 
     LEDGER.clear()
     build(durable_store).run("go", run_id="top")
@@ -507,5 +507,5 @@ def test_a_sub_agent_with_a_store_of_its_own_journals_there_under_a_caller_witho
     with pytest.raises(CheckpointError, match="is a sub-run of run"):
         payer.resume(f"{rid}:t1", {"p1": True})  # only through the call that made it
     done = top.resume(paused, {"p1": True})
-    assert done.answer == "t1: payer: paid INV-7" and LEDGER == [f"pay INV-7 {rid}:t1:p1"]
+    assert done.answer == "t1: payer: paid INV-7" and [f"pay INV-7 {rid}:t1:p1"] == LEDGER
     assert durable_store.run_info(f"{rid}:t1").status == "finished"  # a store of its own keeps it

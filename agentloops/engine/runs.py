@@ -23,7 +23,7 @@ from agentloops.engine.effects import (
 )
 from agentloops.errors import AgentLoopsError
 from agentloops.events import RunFinished, RunStarted
-from agentloops.messages import Message, Text, ToolCall, ToolOutcome
+from agentloops.messages import Message, SubRun, Text, ToolCall, ToolOutcome
 from agentloops.model import ModelClient, ModelRequest, ModelResponse
 from agentloops.usage import Usage
 
@@ -82,6 +82,18 @@ class Totals:
         self.cache_read += usage.cache_read_tokens
         self.cache_write += usage.cache_write_tokens
         self.model_calls += 1
+
+    def absorb(self, run: SubRun, sign: int = 1) -> None:
+        """Add what a finished sub-run spent (an agent tool's, a handoff's): its usage, model
+        calls and tool calls (take them away again with `sign=-1`: a paused sub-run's share,
+        before it resumes and reports all it spent)."""
+        u = run.usage
+        self.input += sign * u.input_tokens
+        self.output += sign * u.output_tokens
+        self.cache_read += sign * u.cache_read_tokens
+        self.cache_write += sign * u.cache_write_tokens
+        self.model_calls += sign * run.model_calls
+        self.tool_calls += sign * run.tool_calls
 
     def mark(self) -> Mark:
         """Where the totals stand now; `since` tells what was spent after it."""

@@ -94,7 +94,7 @@ def drive(
     tools = _Tools(host, observed, streaming)
     queued = tools.queued
     quiet = not observed and not streaming
-    inline = host.executor is None and not registry.hosted
+    inline = host.executor is None and not host.registry.hosted
     try:
         effect = next(machine)
         while True:

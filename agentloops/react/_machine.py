@@ -171,7 +171,7 @@ def resume_machine(
         usage=result.usage, model_calls=result.model_calls, tool_calls=result.tool_calls
     )
     for s in waiting:  # each reports all it spent when it ends: its share so far goes
-        _nesting.roll_up(totals, s, -1)
+        totals.absorb(s, -1)
     run = Run(
         messages=list(result.messages),
         run_id=result.run_id,
@@ -492,7 +492,7 @@ def _hand_over(
             Message("user", tuple(failed if r.call_id == call.id else r for r in results))
         )
         return None
-    _nesting.roll_up(run.totals, outcome.run)
+    run.totals.absorb(outcome.run)
     run.subruns.append(outcome.run)
     if paused(outcome.run):
         held = [r for r in results if r.call_id != call.id]

@@ -38,25 +38,13 @@ def collected(
         outcome = outcomes[c.id]
         run = outcome.run
         if run is not None:
-            roll_up(totals, run)
+            totals.absorb(run)
             subruns.append(run)
             if paused(run):
                 waiting.append(run)
                 continue
         results.append(answer(c, outcome))
     return results, waiting
-
-
-def roll_up(totals: Totals, run: SubRun, sign: int = 1) -> None:
-    """Add a sub-run's usage, model calls and tool calls to the run's (take them away
-    again with `sign=-1`: a paused sub-run's share, before it resumes and reports all)."""
-    u = run.usage
-    totals.input += sign * u.input_tokens
-    totals.output += sign * u.output_tokens
-    totals.cache_read += sign * u.cache_read_tokens
-    totals.cache_write += sign * u.cache_write_tokens
-    totals.model_calls += sign * run.model_calls
-    totals.tool_calls += sign * run.tool_calls
 
 
 def pending_of(

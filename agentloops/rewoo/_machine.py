@@ -184,7 +184,7 @@ def work(p: Settings, run: Run, plan: ReWOOPlan, observed: bool) -> Machine[Work
     for outcome in done.evidence.values():  # agent tools' sub-runs: what they spent counts
         sub = outcome.run
         if sub is not None:
-            run.totals.spend(sub.usage, sub.model_calls)
+            run.totals.absorb(sub)
             run.subruns.append(sub)
     return done
 

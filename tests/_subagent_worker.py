@@ -80,14 +80,15 @@ class Worker:
         @tool(read_only=False, on_doubt="rerun")  # it dedupes by its key: safe to run again
         def write(entry: str) -> str:
             """Write a ledger entry."""
-            key = idempotency_key()
+            full = idempotency_key()  # the journal key, and the nonce of the call's run
+            key = full.partition("@")[0]
             self.log(event="tool", key=key, entry=entry)
             self.die("tool", entry=entry, when="before")
             with open(self.spec["ledger"], "a+") as ledger:
                 fcntl.flock(ledger, fcntl.LOCK_EX)
                 ledger.seek(0)
-                if not any(json.loads(line)["key"] == key for line in ledger):
-                    ledger.write(json.dumps({"key": key, "entry": entry}) + "\n")
+                if not any(json.loads(line)["full"] == full for line in ledger):
+                    ledger.write(json.dumps({"key": key, "full": full, "entry": entry}) + "\n")
                     ledger.flush()
             self.die("tool", entry=entry, when="after")
             return f"wrote {entry}"
@@ -98,7 +99,7 @@ class Worker:
         @tool(read_only=False, requires_approval=True)
         def pay(invoice: str) -> str:
             """Pay an invoice."""
-            key = idempotency_key()
+            key = idempotency_key().partition("@")[0]
             self.log(event="tool", key=key, entry=f"pay {invoice}")
             with open(self.spec["ledger"], "a") as ledger:
                 ledger.write(json.dumps({"key": key, "entry": f"pay {invoice}"}) + "\n")

@@ -53,7 +53,7 @@ class Job:
         self.tool = tool
         self.limits = tool.loop._limits()
         self.node = host.node if host.node is not None else Node(Limits())
-        self.run_id = effect.call_key
+        self.run_id = _journal_key(effect, host.session)
         self.child: Node | None = None
         self.session: sessions.Session | None = None
         self.alone = None if host.session is not None else tool.loop._runner.durability
@@ -129,18 +129,30 @@ class Job:
         with its machine rebuilt from the header, for its journal to be replayed into)."""
         tool = self.tool
         d = sessions.Durability(parent.store, parent.lease_ttl)
-        meta = self._meta()
-        key = self.run_id
+        meta = {**self._meta(), "parent_nonce": parent.meta.get("nonce", "")}
+        key, parts = self.run_id, tool.loop._fingerprint()
+
+        def begin() -> sessions.Session:
+            return sessions.begin(
+                d, kind=tool.kind, run_id=key, meta=meta, fingerprint=parts, parent=parent
+            )
+
         met = any(r.kind == "tool_started" and r.key == key for r in parent.past)
         if not met:  # a new call: begin its run (met before only if a drive stopped early)
             try:
-                return sessions.begin(d, kind=tool.kind, run_id=key, meta=meta, parent=parent), None
+                return begin(), None
             except RunExists:
-                pass
+                if d.store.run_info(key).meta.get("parent_nonce") != meta["parent_nonce"]:
+                    # Left by an earlier run under the parent's id, deleted since: that
+                    # run cannot be resumed any more, and neither can this sub-run of it.
+                    d.store.delete(key, force=True)
+                    return begin(), None
         try:
-            held = sessions.reopen(d, kind=tool.kind, run_id=key, decisions=None, parent=parent)
+            held = sessions.reopen(
+                d, kind=tool.kind, run_id=key, decisions=None, fingerprint=parts, parent=parent
+            )
         except RunNotFound:  # the parent stopped after starting the call, before its run began
-            return sessions.begin(d, kind=tool.kind, run_id=key, meta=meta, parent=parent), None
+            return begin(), None
         try:
             machine = tool.loop._rebuilt(held.meta, self.run_id, self.observed)
         except BaseException:
@@ -154,10 +166,19 @@ class Job:
         """The session of a sub-run journaled in its loop's own store (the calling run has
         no store): begun for a new call, reopened (with its decisions) for a paused one."""
         tool, start = self.tool, self.effect.start
+        parts = tool.loop._fingerprint()
         if start is None or start.state is None:
-            return sessions.begin(d, kind=tool.kind, run_id=self.run_id, meta=self._meta()), None
+            meta = self._meta()
+            return sessions.begin(
+                d, kind=tool.kind, run_id=self.run_id, meta=meta, fingerprint=parts
+            ), None
         held = sessions.reopen(
-            d, kind=tool.kind, run_id=self.run_id, decisions=start.decisions, alone=True
+            d,
+            kind=tool.kind,
+            run_id=self.run_id,
+            decisions=start.decisions,
+            fingerprint=parts,
+            alone=True,
         )
         try:
             machine = tool.loop._rebuilt(held.meta, self.run_id, self.observed)
@@ -238,3 +259,12 @@ class Job:
         return ToolOutcome(
             content=capped(text, limit), is_error=True, seconds=time.perf_counter() - self.started
         )
+
+
+def _journal_key(effect: StartTool, parent: sessions.Session | None) -> str:
+    """The call's key in its run's journal, which is its sub-run's id: its idempotency key
+    without the run's nonce (`RUN_ID:CALL_ID`; the sub-run has a nonce of its own)."""
+    key = effect.call_key
+    nonce = parent.meta.get("nonce") if parent is not None else None
+    suffix = f"@{nonce}"
+    return key[: -len(suffix)] if nonce and key.endswith(suffix) else key

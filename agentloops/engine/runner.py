@@ -328,7 +328,7 @@ def _paused_below(
     sub = tool.loop
     below = sub._host()
     machine = sub._rebuilt(dict(info.meta), run_id, False)
-    past = store.read(run_id)
+    past = session.read(store, run_id, info)
     result = _replayed(journaled(machine, past, _nowhere, below.registry), run_id, store, below)
     if result.stop_reason != "approval_required":
         return None

@@ -51,6 +51,9 @@ class SubLoop(Protocol):
     ) -> Machine[Any]:
         """A new run's machine, for a sub-run."""
 
+    def _fingerprint(self) -> dict[str, object]:
+        """What its runs' decisions depend on (checked when a journaled sub-run reopens)."""
+
     def _rebuilt(self, meta: dict[str, Any], run_id: str, observed: bool) -> Machine[Any]:
         """A journaled run's machine, from its stored meta."""
 

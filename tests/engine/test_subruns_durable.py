@@ -30,25 +30,35 @@ from agentloops.testing import FunctionModel, respond
 
 LEDGER: list[str] = []
 MODEL_CALLS: list[str] = []
+KEYS: list[str] = []
+
+
+def _key() -> str:
+    """The call's idempotency key as the ledgers here keep it: its journal key, without
+    the nonce of the run it belongs to (in `KEYS`, whole)."""
+    key = idempotency_key()
+    KEYS.append(key)
+    return key.partition("@")[0]
 
 
 @pytest.fixture(autouse=True)
 def _fresh() -> None:
     LEDGER.clear()
     MODEL_CALLS.clear()
+    KEYS.clear()
 
 
 @tool(read_only=False, requires_approval=True)
 def pay(invoice: str) -> str:
     """Pay an invoice."""
-    LEDGER.append(f"pay {invoice} {idempotency_key()}")
+    LEDGER.append(f"pay {invoice} {_key()}")
     return f"paid {invoice}"
 
 
 @tool(read_only=False)
 def note(text: str) -> str:
     """Write a note down (a side effect: asked about when in doubt)."""
-    LEDGER.append(f"note {text} {idempotency_key()}")
+    LEDGER.append(f"note {text} {_key()}")
     return f"noted {text}"
 
 
@@ -117,6 +127,8 @@ def test_an_approval_two_levels_down_pauses_the_top_and_is_decided_through_it(
     done = chain(ReActLoop, durable_store).resume("top", {"p1": True})
     assert done.answer == "t1: m1: payer: paid INV-7"
     assert LEDGER == ["pay INV-7 top:t1:m1:p1"]  # the key of the run whose call it is
+    nonce = durable_store.run_info("top:t1:m1").meta["nonce"]  # the sub-run's own
+    assert [f"top:t1:m1:p1@{nonce}"] == KEYS
     assert MODEL_CALLS == ["payer", "manager", "top"]  # nothing on record was asked again
     assert done.model_calls == 6 and done.tool_calls == 3
     decided = [r for r in durable_store.read("top:t1:m1") if r.kind == "decision"]
@@ -257,7 +269,7 @@ def test_a_call_in_doubt_below_stops_the_top_and_is_decided_through_it(
     @tool(read_only=False)
     def transfer(amount: int) -> str:
         """Move money."""
-        LEDGER.append(f"transfer {amount} {idempotency_key()}")
+        LEDGER.append(f"transfer {amount} {_key()}")
         if crashing["on"]:
             raise Crash
         return "moved"
@@ -487,9 +499,15 @@ def test_a_decision_written_in_the_sub_runs_own_journal_is_applied_by_resuming_t
     that run's id and the call's id; `resume(top)` then applies it."""
     paused = chain(ReActLoop, durable_store).run("Pay INV-7.", run_id="top")
     owner, call = paused.pending_paths["p1"][-1], paused.pending_approvals[0]
+    from agentloops.engine import _records
+    from agentloops.engine._chain import Chain
+    from agentloops.engine.session import append
+
     lease = durable_store.acquire(owner, ttl=5.0)
+    seal = Chain.of(owner, durable_store.run_info(owner).meta)  # sealed into its chain
+    _records.checked(durable_store.read(owner), seal)
     data = {"approved": True, "name": call.name, "args": call.args, "by": "cli"}
-    durable_store.append(lease, "decision", data, key=f"{owner}:{call.id}")
+    append(durable_store, lease, seal, [("decision", data, f"{owner}:{call.id}")])
     durable_store.release(lease)
     done = chain(ReActLoop, durable_store).resume("top")
     assert done.answer == "t1: m1: payer: paid INV-7" and LEDGER == ["pay INV-7 top:t1:m1:p1"]
@@ -509,3 +527,28 @@ def test_a_sub_agent_with_a_store_of_its_own_journals_there_under_a_caller_witho
     done = top.resume(paused, {"p1": True})
     assert done.answer == "t1: payer: paid INV-7" and [f"pay INV-7 {rid}:t1:p1"] == LEDGER
     assert durable_store.run_info(f"{rid}:t1").status == "finished"  # a store of its own keeps it
+
+
+def test_a_sub_run_left_by_a_deleted_run_of_the_same_id_is_replaced_not_replayed(
+    durable_store: Any, ReActLoop: Any
+) -> None:
+    def noter(request: ModelRequest) -> Any:
+        seen = results_of(request.messages)
+        return f"noter: {seen[-1]}" if seen else calls(ToolCall("n1", "note", {"text": "x"}))
+
+    def build() -> Any:
+        sub = ReActLoop(model("noter", noter), [note])
+        tools = [sub.as_tool("noter", "Notes.")]
+        return ReActLoop(model("top", caller("noter", "t1")), tools, store=durable_store)
+
+    first = build().run("Note x.", run_id="top")
+    nonce = durable_store.run_info("top").meta["nonce"]
+    assert durable_store.run_info("top:t1").meta["parent_nonce"] == nonce
+    durable_store.delete("top")  # its sub-run stays behind
+    MODEL_CALLS.clear()
+    again = build().run("Note x.", run_id="top")
+    assert again.answer == first.answer == "t1: noter: noted x"
+    assert MODEL_CALLS == ["top", "noter", "noter", "top"]  # the sub-run ran afresh
+    assert LEDGER == ["note x top:t1:n1", "note x top:t1:n1"]
+    assert len(set(KEYS)) == 2  # each sub-run's nonce in its calls' keys
+    assert durable_store.run_info("top:t1").meta["parent_nonce"] != nonce

@@ -475,3 +475,20 @@ def test_a_rewoo_parent_with_an_executor_hosts_its_agent_steps_itself(driver: st
         result = drive(loop, TASK, driver)
     assert result.evidence["#E1"].content == "sum=5" and result.evidence["#E2"].content == "2"
     assert result.model_calls == 4 and result.subruns[0].name == "sub"
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_a_sub_agent_with_output_type_hands_its_caller_the_output_as_json(driver: str) -> None:
+    from agentloops.testing import respond_structured
+
+    class City(pydantic.BaseModel):
+        name: str
+
+    inner = ReActLoop(ScriptedModel([respond_structured({"name": "Paris"})]), [], output_type=City)
+    outer = ReActLoop(
+        ScriptedModel([use_tools(("geo", {"task": "The capital of France?"})), "Paris."]),
+        [inner.as_tool("geo", "Answers geography questions.")],
+    )
+    result = drive(outer, "Where?", driver)
+    assert result.messages[2].tool_results[0].content == '{"name":"Paris"}'
+    assert result.subruns[0].stop_reason == "answered" and result.model_calls == 3

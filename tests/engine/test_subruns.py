@@ -492,3 +492,19 @@ def test_a_sub_agent_with_output_type_hands_its_caller_the_output_as_json(driver
     result = drive(outer, "Where?", driver)
     assert result.messages[2].tool_results[0].content == '{"name":"Paris"}'
     assert result.subruns[0].stop_reason == "answered" and result.model_calls == 3
+
+
+def test_a_tools_retries_are_counted_in_a_loop_with_agent_tools() -> None:
+    from agentloops import ModelRetry
+
+    @tool(retries=0)
+    def lookup(q: str) -> str:
+        """Look something up."""
+        raise ModelRetry("ask for a city")
+
+    sub = sub_loop("react").as_tool("sub", "Adds numbers.")
+    calls_ = [ToolCall("a", "lookup", {"q": "x"}), ToolCall("b", "sub", {"task": "2 + 3"})]
+    outer = ReActLoop(ScriptedModel([use_tools(*calls_), "done"]), [sub, lookup])
+    result = outer.run("go")
+    (seen,) = [r for r in result.messages[2].tool_results if r.call_id == "a"]
+    assert seen.is_error and "its retries are spent (retries=0)" in seen.content

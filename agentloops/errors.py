@@ -9,6 +9,7 @@
     ├── PlanValidationError         a plan that must not run (`.problems`)
     ├── CheckpointError             a run the loop cannot resume (`.run_id`, `.seq`, `.field`)
     ├── RecordWriteError            a JSONL record could not be written (`.path`; an OSError)
+    ├── CassetteError               a cassette file that cannot be replayed (`.exchange`, `.field`)
     ├── StoreError                  the run store failed or refused a write (`.run_id`)
     │   ├── RunNotFound             no run with that id
     │   ├── RunExists               `start` of a run id that is taken
@@ -189,6 +190,17 @@ class CheckpointError(AgentLoopsError):
         """The journal record at fault (its sequence number), when one is."""
         self.field = field
         """The field at fault in that record (`"response.stop_reason"`), when one is."""
+
+
+class CassetteError(AgentLoopsError, ValueError):
+    """A cassette file that cannot be replayed: not JSON, another version, or an exchange
+    with a missing, unknown or ill-typed field (a hand edit gone wrong). `.exchange` is the
+    exchange's number (from 1; `None` for the file as a whole), `.field` its field."""
+
+    def __init__(self, message: str, *, exchange: int | None = None, field: str = ""):
+        super().__init__(message)
+        self.exchange = exchange
+        self.field = field
 
 
 class RecordWriteError(AgentLoopsError, OSError):

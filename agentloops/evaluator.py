@@ -138,6 +138,7 @@ class Evaluator:
             system=self.system,
             max_retries=self.max_retries,
             loop="evaluator",
+            role="evaluator",
         )
         return Verdict(
             verdict=reply.value.verdict,

@@ -12,6 +12,7 @@ tool or store: a plan travels as the pydantic model it is, whichever loop made i
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,7 +20,15 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from agentloops.errors import RecordWriteError
-from agentloops.messages import Block, ToolCall, ToolOutcome, block_to_dict, subrun_to_dict
+from agentloops.messages import (
+    Block,
+    Message,
+    ToolCall,
+    ToolOutcome,
+    block_to_dict,
+    message_to_dict,
+    subrun_to_dict,
+)
 from agentloops.usage import Usage
 
 if TYPE_CHECKING:
@@ -33,8 +42,29 @@ the three loops, the router and the evaluator, and `ask_structured` / `ask_text`
 their own (a loop that calls them passes its own name)."""
 
 
+class Record:
+    """A record that turns into JSON (an event, a run's result): `to_dict()` is plain
+    values only (usage and outcomes as dicts, blocks and messages in their JSON form, a
+    plan as its JSON, a `Decimal` cost as exact text), `to_json()` is that as text, fit for
+    an HTTP response or a server-sent event. An event's dict names its class under
+    `"event"`, a result's under `"result"`."""
+
+    __slots__ = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        kind = "event" if isinstance(self, Event) else "result"
+        data: dict[str, Any] = {kind: type(self).__name__}
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            data[f.name] = _plain(getattr(self, f.name))
+        return data
+
+    def to_json(self, **dumps: Any) -> str:
+        """`to_dict()` as JSON text; `dumps` go to `json.dumps` (`indent=2`...)."""
+        return json.dumps(self.to_dict(), ensure_ascii=False, **dumps)
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Event:
+class Event(Record):
     """Fields every event carries."""
 
     loop: str = ""
@@ -48,7 +78,11 @@ class Event:
     """The run this event's run is part of: the Plan-and-Execute run of a step, the run
     whose agent tool (or handoff) made a sub-run; `None` for a top-level run."""
     at: float = field(default_factory=time.perf_counter)
-    """`time.perf_counter()` when the event was made: compare events, not wall clocks."""
+    """`time.perf_counter()` when the event was made: for the time between two events of
+    one process (monotonic, not a date); `ts` is the date."""
+    ts: float = field(default_factory=time.time)
+    """Wall-clock time when the event was made (`time.time()`, seconds since the epoch):
+    for logs and clients; not for intervals (the clock may be set back)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -97,9 +131,13 @@ class ModelCallFinished(Event):
     attempts: tuple[ModelAttempt, ...] = ()
     """The models a `FallbackModel` tried, and that failed, before `model` answered."""
     role: str = ""
-    """What the call was for in its loop: "planner", "solver", "reporter"... ("": a step)."""
+    """What the call was for in its loop (`ModelRequest.role`): "react" (a ReAct step),
+    "executor" (a Plan-and-Execute step's), "planner", "solver", "reporter"..."""
     cost: Decimal | None = None
     """What the call cost, when the loop knows its model's price."""
+    usage_reported: bool = True
+    """False: the provider's reply left out its token counts (`ModelResponse.usage_reported`),
+    so `usage` (and `cost`) count too little."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -215,6 +253,8 @@ def _plain(value: Any) -> Any:
         return data
     if isinstance(value, Block):
         return block_to_dict(value)
+    if isinstance(value, Message):
+        return message_to_dict(value)
     if hasattr(value, "model_dump"):
         return value.model_dump(mode="json")
     if isinstance(value, Decimal):
@@ -227,11 +267,8 @@ def _plain(value: Any) -> Any:
 
 
 def event_to_dict(event: Event) -> dict[str, Any]:
-    """A JSON-ready dict for an event, with its class name under `"event"`."""
-    data: dict[str, Any] = {"event": type(event).__name__}
-    for f in dataclasses.fields(event):
-        data[f.name] = _plain(getattr(event, f.name))
-    return data
+    """A JSON-ready dict for an event, with its class name under `"event"` (`to_dict()`)."""
+    return event.to_dict()
 
 
 class JSONLSink:

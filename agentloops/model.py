@@ -97,6 +97,12 @@ class ModelRequest:
     timeout: float | None = None
     """Seconds this call may take at most, retries and their waits included: what is left
     of a run's `deadline`. `None`: the client's own timeouts."""
+    role: str = ""
+    """What the call is for in its loop: `"react"` (a ReAct step), `"executor"` (a
+    Plan-and-Execute step's ReAct call), `"planner"`, `"replanner"`, `"solver"`,
+    `"reporter"`, `"router"`, `"evaluator"`; `""` for a call made outside a loop. A
+    structured call's retries keep it. The one record of a call's role (its events' and
+    the cost per role); a fake can branch on it, providers never send it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +117,10 @@ class ModelResponse:
     output: Any = None
     attempts: tuple[ModelAttempt, ...] = ()
     """The models tried, and failed, before `model` answered (empty: it was the first)."""
+    usage_reported: bool = True
+    """False when the provider's reply left out its token counts (an Anthropic stream's
+    `message_delta` without `usage`): `usage` then holds only what it did say (zero, or
+    the stream's opening counts), so a cost or budget built on it counts too little."""
 
 
 @runtime_checkable

@@ -16,7 +16,7 @@ from agentloops.engine import sync
 from agentloops.engine.effects import Machine
 from agentloops.engine.host import NO_TOOLS as _NO_TOOLS
 from agentloops.errors import ConfigurationError, ModelOutputError, check_limits
-from agentloops.events import EventSink
+from agentloops.events import EventSink, Record
 from agentloops.model import ModelClient
 from agentloops.structured import structured_machine
 from agentloops.usage import Usage
@@ -36,7 +36,7 @@ class RouteChoice(pydantic.BaseModel):
 
 
 @dataclass(frozen=True)
-class RouteDecision:
+class RouteDecision(Record):
     """Where a task goes, and whether the router had to fall back to get there."""
 
     route: str
@@ -116,6 +116,7 @@ class Router:
                 system=self.system,
                 max_retries=self.max_retries,
                 loop="router",
+                role="router",
             )
         except ModelOutputError as exc:
             return self._fallback(

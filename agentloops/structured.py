@@ -218,12 +218,10 @@ def ask_machine(
     target = spec.target if answering is not None else None
     mark, raw, errors = totals.mark(), "", ""
     for attempt in range(max_retries + 1):
-        request = ModelRequest(system, messages, max_tokens=max_tokens, output=output)
+        request = ModelRequest(system, messages, max_tokens=max_tokens, output=output, role=role)
         # A plan's attempts are numbered from 0; a final answer's go on from the run's count.
         step = attempt if answering is None else None
-        response = yield from call_model(
-            model, request, totals, loop, run_id, step, role, output=target
-        )
+        response = yield from call_model(model, request, totals, loop, run_id, step, output=target)
         if answering is not None and response.stop_reason in ("refusal", "context_window"):
             raise Stopped(response)
         raw = _raw(response)
@@ -309,14 +307,14 @@ def text_machine(
     if totals is None:
         totals = Totals()
     messages = [Message.user(prompt)]
-    request = ModelRequest(system, messages, max_tokens=max_tokens)
-    response = yield from call_model(model, request, totals, loop, run_id, role=role)
+    request = ModelRequest(system, messages, max_tokens=max_tokens, role=role)
+    response = yield from call_model(model, request, totals, loop, run_id)
     if not empty(response):
         return response
     again = list(messages)  # the first request keeps what it sent
     nudge(again, response.message, tools=False)
-    retry = ModelRequest(system, again, max_tokens=max_tokens)
-    return (yield from call_model(model, retry, totals, loop, run_id, role=role))
+    retry = ModelRequest(system, again, max_tokens=max_tokens, role=role)
+    return (yield from call_model(model, retry, totals, loop, run_id))
 
 
 def reply_stop(response: ModelResponse) -> AnswerStop | Literal["empty"]:

@@ -25,6 +25,7 @@ import dataclasses
 import inspect
 import itertools
 import json
+import os
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
@@ -54,6 +55,9 @@ __all__ = [
 ]
 
 _ids = itertools.count(1)
+_PROCESS = os.urandom(4).hex()
+"""This process's part of the ids `use_tools` makes: a durable run resumed in another
+process, with a fresh fake, gets ids its journal's turns never used."""
 
 ScriptItem = (
     ModelResponse
@@ -86,7 +90,8 @@ def use_tools(
     thinking: Thinking | RedactedThinking | None = None,
     stop_reason: StopReason = "tool_use",
 ) -> ModelResponse:
-    """A turn that calls tools; `(name, args)` tuples get fresh unique ids."""
+    """A turn that calls tools; `(name, args)` tuples get fresh ids, unique across
+    processes (`toolu_scripted_<process>_<n>`)."""
     blocks: list[Any] = [thinking] if thinking else []
     if text:
         blocks.append(Text(text))
@@ -95,7 +100,7 @@ def use_tools(
             blocks.append(call)
         else:
             name, args = call
-            blocks.append(ToolCall(f"toolu_scripted_{next(_ids)}", name, dict(args)))
+            blocks.append(ToolCall(f"toolu_scripted_{_PROCESS}_{next(_ids)}", name, dict(args)))
     return ModelResponse(
         Message("assistant", tuple(blocks)), stop_reason, usage or Usage(), "scripted"
     )

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -21,12 +22,15 @@ from agentloops import (
     Event,
     JSONLSink,
     Message,
+    ModelCallFinished,
+    ModelCallStarted,
     ModelResponse,
     RecordWriteError,
     RunStalled,
     StepLimitExceeded,
     Thinking,
     ToolCall,
+    ToolCallFinished,
     tool,
     validate_transcript,
 )
@@ -78,6 +82,138 @@ def test_a_jsonl_sink_on_a_full_disk_keeps_the_partial_result(ReActLoop: Any) ->
     with JSONLSink("/dev/full") as sink, pytest.raises(RecordWriteError) as info:
         ReActLoop(ScriptedModel(["hi"]), [], on_event=sink).run("q")
     assert info.value.errno == 28 and info.value.result.stop_reason == "error"
+
+
+class FailsOn:
+    """A sink that fails as a full disk does at the first event of kind `kind`."""
+
+    def __init__(self, kind: type[Event]):
+        self.kind, self.seen = kind, []
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, self.kind):
+            raise RecordWriteError("No space left on device", path="events.jsonl", errno=28)
+        self.seen.append(event)
+
+
+def test_a_sink_failing_after_a_tool_ran_keeps_its_outcome_in_a_react_run(ReActLoop: Any) -> None:
+    model = ScriptedModel([use_tools(("add", {"a": 1, "b": 2})), "3"])
+    with pytest.raises(RecordWriteError) as info:
+        ReActLoop(model, [add], on_event=FailsOn(ToolCallFinished)).run("q")
+    result = info.value.result
+    assert RAN == [(1, 2)] and model.calls == 1  # it ran; the run stopped there
+    assert result.stop_reason == "error" and result.tool_calls == 1
+    [answered] = result.messages[-1].content  # its result is in the transcript
+    assert (answered.call_id, answered.content) == (result.messages[-2].tool_calls[0].id, "3")
+    validate_transcript(result.messages)
+
+
+def test_a_sink_failing_in_a_parallel_turn_keeps_the_outcomes_that_came_back(
+    ReActLoop: Any,
+) -> None:
+    release = threading.Event()
+
+    @tool
+    def late() -> str:
+        """Waits until the test lets it go."""
+        release.wait(10)
+        return "late"
+
+    model = ScriptedModel([use_tools(("add", {"a": 1, "b": 2}), ("late", {})), "never"])
+    try:
+        with pytest.raises(RecordWriteError) as info:
+            ReActLoop(model, [add, late], on_event=FailsOn(ToolCallFinished)).run("q")
+    finally:
+        release.set()
+    result = info.value.result
+    assert result.tool_calls == 1 and [r.content for r in result.held_results] == ["3"]
+
+
+def test_a_sink_failing_after_a_tool_ran_keeps_its_evidence_in_a_rewoo_run(
+    ReWOOPipeline: Any,
+) -> None:
+    plan = {
+        "steps": [
+            {
+                "step_id": "#E1",
+                "description": "x",
+                "tool_name": "add",
+                "tool_args": {"a": 1, "b": 2},
+            }
+        ]
+    }
+    model = ScriptedModel([respond_structured(plan), "3"])
+    with pytest.raises(RecordWriteError) as info:
+        ReWOOPipeline(model, [add], on_event=FailsOn(ToolCallFinished)).run("q")
+    assert RAN == [(1, 2)] and model.calls == 1
+    assert info.value.result.evidence["#E1"].content == "3"
+
+
+def test_a_sink_failing_after_a_tool_ran_counts_it_in_a_plan_and_execute_run(
+    PlanAndExecute: Any,
+) -> None:
+    plan = {"steps": [{"step_number": 1, "description": "add"}]}
+    model = ScriptedModel(
+        [respond_structured(plan), use_tools(("add", {"a": 1, "b": 2})), "3", "report"]
+    )
+    with pytest.raises(RecordWriteError) as info:
+        PlanAndExecute(model, [add], on_event=FailsOn(ToolCallFinished)).run("q")
+    assert RAN == [(1, 2)] and model.calls == 2
+    assert info.value.result.tool_calls == 1
+
+
+@pytest.mark.parametrize("kind", [ModelCallStarted, ModelCallFinished])
+def test_a_sink_failing_at_a_model_call_keeps_the_reply_or_makes_no_call(
+    kind: type[Event], ReActLoop: Any
+) -> None:
+    model = ScriptedModel(["hi"])
+    with pytest.raises(RecordWriteError) as info:
+        ReActLoop(model, [add], on_event=FailsOn(kind)).run("q")
+    result = info.value.result
+    made = kind is ModelCallFinished  # its event could not be written: the call is not made
+    assert model.calls == result.model_calls == int(made)
+    assert (result.messages[-1].text == "hi") is made and result.stop_reason == "error"
+
+
+def test_a_sink_failing_at_a_typed_answer_keeps_the_reply_and_asks_no_validator(
+    ReActLoop: Any,
+) -> None:
+    import pydantic
+
+    class Sum(pydantic.BaseModel):
+        total: int
+
+    checked: list[Any] = []
+
+    def check(out: Sum, context: Any) -> Sum:
+        checked.append(out)
+        return out
+
+    model = ScriptedModel([respond_structured({"total": 3})])
+    loop = ReActLoop(
+        model, [], output_type=Sum, output_validator=check, on_event=FailsOn(ModelCallFinished)
+    )
+    with pytest.raises(RecordWriteError) as info:
+        loop.run("q")
+    result = info.value.result
+    assert model.calls == result.model_calls == 1 and result.stop_reason == "error"
+    assert checked == []  # the validator is new work: a failed sink starts none
+
+
+def test_a_durable_run_whose_sink_fails_after_a_tool_journals_its_outcome(ReActLoop: Any) -> None:
+    from agentloops.journal import MemoryStore
+
+    store = MemoryStore()
+    model = ScriptedModel([use_tools(("add", {"a": 1, "b": 2}))])
+    with pytest.raises(RecordWriteError):
+        ReActLoop(model, [add], store=store, on_event=FailsOn(ToolCallFinished)).run(
+            "q", run_id="r1"
+        )
+    kinds = [r.kind for r in store.read("r1")]
+    assert "tool_finished" in kinds  # a resume does not run it again, nor doubt it
+    again = ScriptedModel(["3"])
+    assert ReActLoop(again, [add], store=store).resume("r1").answer == "3"
+    assert RAN == [(1, 2)]
 
 
 # -- BaseExceptions from tools: one rule in every loop --------------------------------------

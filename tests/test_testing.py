@@ -212,3 +212,54 @@ def test_streaming_still_validates_every_request():
 def test_chunk_must_be_positive():
     with pytest.raises(ConfigurationError, match="chunk must be >= 1"):
         FunctionModel(lambda r: "x", chunk=0)
+
+
+_PHASE = """
+import sys
+from agentloops import ReActLoop, SQLiteStore, tool
+from agentloops.testing import ScriptedModel, use_tools
+
+@tool
+def add(a: int, b: int) -> int:
+    "Add two integers."
+    return a + b
+
+store = SQLiteStore(sys.argv[1])
+if sys.argv[2] == "first":  # one tool turn, then the process stops (the model fails)
+    model = ScriptedModel([use_tools(("add", {"a": 1, "b": 2})), RuntimeError("killed")])
+    try:
+        ReActLoop(model, [add], store=store).run("q", run_id="r1")
+    except RuntimeError:
+        pass
+else:  # a fresh process and a fresh fake resume it: one more tool turn, then the answer
+    model = ScriptedModel([use_tools(("add", {"a": 3, "b": 4})), "7"])
+    print(ReActLoop(model, [add], store=store).resume("r1").answer)
+"""
+
+
+def test_a_durable_run_resumed_in_a_new_process_with_a_fresh_fake_gets_new_call_ids(tmp_path):
+    import subprocess
+    import sys
+
+    path = str(tmp_path / "runs.db")
+    for phase in ("first", "second"):
+        done = subprocess.run(
+            [sys.executable, "-c", _PHASE, path, phase], capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "7"  # not the fake's own "an assistant turn was altered"
+
+
+def test_use_tools_ids_differ_between_processes():
+    import subprocess
+    import sys
+
+    code = (
+        "from agentloops.testing import use_tools\n"
+        "print(use_tools(('a', {})).message.tool_calls[0].id)"
+    )
+    ids = {
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout
+        for _ in "ab"
+    }
+    assert len(ids) == 2

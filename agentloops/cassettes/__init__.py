@@ -27,12 +27,13 @@ import json
 import threading
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from agentloops.cassettes import _credentials
+from agentloops.cassettes._exchange import VERSION, Exchange, read
 from agentloops.cassettes._transports import (
     _AsyncRecording,
     _AsyncReplay,
@@ -40,31 +41,15 @@ from agentloops.cassettes._transports import (
     _Replay,
     forward,
 )
+from agentloops.errors import CassetteError
 
-__all__ = ["Cassette", "CassetteMismatch", "CassetteRecorder", "Exchange"]
+__all__ = ["Cassette", "CassetteError", "CassetteMismatch", "CassetteRecorder", "Exchange"]
 
-_VERSION = 1
 _DROPPED_HEADERS = frozenset(
     {"content-encoding", "content-length", "transfer-encoding", "connection", "keep-alive"}
     | {"date", "set-cookie"}
 )
 """Headers not kept: they describe the bytes on the wire or change on every run."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Exchange:
-    """One request and what came back."""
-
-    method: str
-    url: str
-    request: Any = None
-    """The request body: its JSON value, or its text when it is not JSON."""
-    status: int = 0
-    headers: dict[str, str] = field(default_factory=dict)
-    body: str = ""
-    """The response body as text (a whole server-sent event stream included)."""
-    error: str = ""
-    """`"ReadTimeout: ..."` when the transport raised instead of answering."""
 
 
 class CassetteMismatch(AssertionError):
@@ -99,16 +84,18 @@ class Cassette:
 
     @classmethod
     def load(cls, path: str | Path) -> Cassette:
-        """Read a cassette written by `CassetteRecorder.save`."""
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        if data.get("version") != _VERSION:
-            raise ValueError(f"{path}: not a version {_VERSION} cassette")
-        exchanges = [Exchange(**e) for e in data["exchanges"]]
-        return cls(exchanges, meta=data.get("meta"), name=str(path))
+        """Read a cassette written by `CassetteRecorder.save`, checking every exchange.
+
+        Raises:
+            CassetteError: the file is not JSON or not a version 1 cassette, or an
+                exchange has a missing, unknown or ill-typed field (it names which).
+        """
+        meta, exchanges = read(Path(path).read_text(encoding="utf-8"), str(path))
+        return cls(exchanges, meta=meta, name=str(path))
 
     def to_dict(self) -> dict[str, Any]:
         exchanges = [dataclasses.asdict(e) for e in self.exchanges]
-        return {"version": _VERSION, "meta": self.meta, "exchanges": exchanges}
+        return {"version": VERSION, "meta": self.meta, "exchanges": exchanges}
 
     def transport(self) -> httpx.BaseTransport:
         return _Replay(self)
@@ -133,8 +120,15 @@ class Cassette:
             )
 
     def answer(self, request: httpx.Request) -> httpx.Response:
-        """The recorded answer to `request` (the next exchange), or `CassetteMismatch`."""
-        sent = Exchange(method=request.method, url=str(request.url), request=_body(request))
+        """The recorded answer to `request` (the next exchange), or `CassetteMismatch`.
+
+        The request's credentials are compared as recorded (redacted), so a replay
+        matches whatever key its client holds."""
+        found = _credentials.secrets(request)
+        url = _credentials.clean(_credentials.url(str(request.url)), found)
+        sent = Exchange(
+            method=request.method, url=url, request=_credentials.clean_value(_body(request), found)
+        )
         with self._lock:
             number = self.used + 1
             if self.used >= len(self.exchanges):
@@ -169,9 +163,12 @@ class CassetteRecorder:
     """Records every exchange that goes through its transports, to `save()` as a cassette.
 
     Requests go on to `transport` (by default a plain `httpx.HTTPTransport`), asking for
-    an uncompressed body so the file stays readable. Request headers are never kept (so
-    an API key in `Authorization` never reaches the file), and each string in `redact`
-    is replaced by `"[redacted]"` wherever else it appears.
+    an uncompressed body so the file stays readable. Request headers are never kept, and
+    the client's own credentials never reach the file, whatever `redact` says: the values
+    of its `Authorization`, `x-api-key` and other credential headers, and of the URL's
+    password and credential query parameters (`?key=`), are replaced by `"[redacted]"`
+    wherever they appear: in URLs, request and response bodies, response headers and
+    errors (a server that echoes the key). Each string in `redact` is replaced too.
 
     Args:
         path: where `save()` writes by default (it makes the folder).
@@ -192,7 +189,8 @@ class CassetteRecorder:
     ):
         self.path = Path(path) if path is not None else None
         self.cassette = Cassette(meta=meta, name=str(path or "recording"))
-        self._redact = [s for s in redact if s]
+        self._redact = {s for s in redact if s}
+        """What is kept out of the file: `redact`, and each credential the client sends."""
         self._inner = transport
         self._async_inner = async_transport
         self._lock = threading.Lock()
@@ -233,6 +231,8 @@ class CassetteRecorder:
         if target is None:
             raise ValueError("save() needs a path: none was given to CassetteRecorder")
         target.parent.mkdir(parents=True, exist_ok=True)
+        with self._lock:  # a credential learned later is kept out of earlier exchanges too
+            self.cassette.exchanges = [self._scrubbed(e) for e in self.cassette.exchanges]
         text = json.dumps(self.cassette.to_dict(), indent=1, ensure_ascii=False)
         target.write_text(text + "\n", encoding="utf-8")
         return target
@@ -246,11 +246,10 @@ class CassetteRecorder:
     def _start(self, request: httpx.Request) -> int:
         """Keep a place for this exchange: the order is the order requests were sent."""
         request.headers["accept-encoding"] = "identity"
-        url = self._clean(str(request.url))
-        body = _body(request)
-        if self._redact:
-            body = json.loads(self._clean(json.dumps(body)))
         with self._lock:
+            self._redact |= _credentials.secrets(request)
+            url = self._clean(_credentials.url(str(request.url)))
+            body = _credentials.clean_value(_body(request), self._redact)
             self.cassette.exchanges.append(Exchange(method=request.method, url=url, request=body))
             return len(self.cassette.exchanges) - 1
 
@@ -282,9 +281,19 @@ class CassetteRecorder:
             self.cassette.exchanges[slot] = done
 
     def _clean(self, text: str) -> str:
-        for secret in self._redact:
-            text = text.replace(secret, "[redacted]")
-        return text
+        return _credentials.clean(text, self._redact)
+
+    def _scrubbed(self, e: Exchange) -> Exchange:
+        """`e` with every secret known now replaced."""
+        found = self._redact
+        return dataclasses.replace(
+            e,
+            url=self._clean(e.url),
+            request=_credentials.clean_value(e.request, found),
+            headers={k: self._clean(v) for k, v in e.headers.items()},
+            body=self._clean(e.body),
+            error=self._clean(e.error),
+        )
 
 
 def _body(request: httpx.Request) -> Any:

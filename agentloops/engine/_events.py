@@ -1,4 +1,5 @@
-"""What both drivers share: the events they make around the effects they perform.
+"""What both drivers share: the events they make around the effects they perform, and
+the failed sink's error they hold until the machine next asks for new work (`Halt`).
 
 Rule: no I/O and no decision: it builds events.
 """
@@ -9,7 +10,7 @@ import dataclasses
 import inspect
 from typing import Any
 
-from agentloops.engine.effects import CallModel, CheckOutput, StartTool
+from agentloops.engine.effects import CallModel, CheckOutput, Decide, Emit, StartTool
 from agentloops.events import (
     Event,
     ModelCallFinished,
@@ -46,6 +47,7 @@ def model_finished(e: CallModel, response: ModelResponse, seconds: float) -> Mod
         attempts=response.attempts,
         role=e.role,
         cost=None if pricer is None else response.usage.cost(pricer(response)),
+        usage_reported=response.usage_reported,
     )
 
 
@@ -82,6 +84,38 @@ def lost(exc: BaseException) -> ToolOutcome:
     """The outcome of a step an executor failed to run (its failure, not the run's)."""
     text = f"the executor could not run this step: {type(exc).__name__}: {exc}"
     return ToolOutcome(content=text, is_error=True)
+
+
+def cancelled(exc: BaseException) -> ToolOutcome:
+    """The outcome of a call whose task was cancelled, not by its run (its failure)."""
+    text = f"the call was cancelled, not by this run: {type(exc).__name__}: {exc}"
+    return ToolOutcome(content=text, is_error=True)
+
+
+class Halt:
+    """The error of a sink that failed (a full disk under a `JSONLSink`), which ends the run.
+
+    A driver's `run` keeps it here rather than throwing it where the event was made, so
+    what was under way when the write failed is not lost: a model call's response, a tool
+    call's outcome (already made) still reach the machine (and a durable run's journal).
+    The driver raises it into the machine at the next new work: a model call, an output
+    check, a decision, an event, or a wait for a tool call that has not come back. Calls
+    not yet started do not start.
+    """
+
+    __slots__ = ("error",)
+
+    def __init__(self) -> None:
+        self.error: Exception | None = None
+
+    def check(self) -> None:
+        """Raise the sink's error, if it failed."""
+        if self.error is not None:
+            raise self.error
+
+
+HALTS_AT = (CallModel, CheckOutput, Decide, Emit)
+"""The effects a failed sink's error is raised at (a wait for a tool call: when none is in)."""
 
 
 def check(effect: CheckOutput) -> Any:

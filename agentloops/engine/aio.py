@@ -4,7 +4,8 @@ Model calls await the client's `acomplete` (or `astream` when someone streams); 
 client with only `complete` runs in a worker thread. Tool calls await the registry's
 `acall`: an `async def` tool runs on the loop, a sync one in a thread. Cancelling the
 task that drives a run cancels the model call and the tool calls in flight, closes the
-machine, and lets `CancelledError` propagate.
+machine, and lets `CancelledError` propagate; a `CancelledError` that is not the run's (a
+tool awaited something someone else cancelled) is that call's failure.
 
 A call of an agent tool (or a handoff) is a sub-run this driver drives itself, as a
 nested `drive` of its machine: awaited inline when it is the turn's lone call, else in a
@@ -42,6 +43,7 @@ from agentloops.errors import AgentLoopsError, ModelError
 from agentloops.events import Event, EventSink
 from agentloops.messages import ToolOutcome
 from agentloops.model import ModelResponse
+from agentloops.tools._runtime import own_cancel
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,28 +56,34 @@ class Done(Generic[R]):
 async def run(machine: Machine[R], host: ToolHost, on_event: EventSink | None = None) -> R:
     """Drive `machine` to its result, handing every event to `on_event` (a sink that
     raises fails the run with its partial result, as under the sync driver)."""
-    items = drive(machine, host, observed=on_event is not None)
-    failed: Exception | None = None
-    throw: Exception | None = None
+    halt = _events.Halt()
+    observed = on_event is not None
+    items = drive(machine, host, observed=observed, halt=halt if observed else None)
     async with contextlib.aclosing(items):
         while True:
-            item = await (items.__anext__() if throw is None else items.athrow(throw))
-            throw = None
+            item = await items.__anext__()
             if isinstance(item, Done):
                 return item.value
-            if failed is None:
+            if halt.error is None:
                 try:
                     on_event(item)  # type: ignore[misc]  # no sink: the machine emits nothing
                 except Exception as exc:
-                    failed = throw = exc
+                    halt.error = exc
 
 
 async def drive(
-    machine: Machine[R], host: ToolHost, *, observed: bool, streaming: bool = False
+    machine: Machine[R],
+    host: ToolHost,
+    *,
+    observed: bool,
+    streaming: bool = False,
+    halt: _events.Halt | None = None,
 ) -> AsyncGenerator[Event | Done[R], None]:
     """Perform `machine`'s effects until it returns: yields events (when `observed`),
-    then `Done(result)`. With `streaming`, model deltas are yielded as they arrive."""
-    tools = _Tools(host, observed, streaming)
+    then `Done(result)`. With `streaming`, model deltas are yielded as they arrive.
+    `halt` holds a failed sink's error, raised into the machine at the next new work (a
+    sub-run's drive shares its caller's: its machine stops there too)."""
+    tools = _Tools(host, observed, streaming, halt)
     try:
         try:
             effect = next(machine)
@@ -86,8 +94,10 @@ async def drive(
             kind = type(effect)
             outcome: Any = None
             try:
+                if halt is not None and halt.error is not None and kind in _events.HALTS_AT:
+                    raise halt.error
                 if kind is CallModel:
-                    async for part in _call_model(effect, observed, streaming):  # type: ignore[arg-type]
+                    async for part in _call_model(effect, observed, streaming, halt):  # type: ignore[arg-type]
                         if type(part) is ModelResponse:
                             outcome = part
                         else:
@@ -126,11 +136,13 @@ async def drive(
 
 
 async def _call_model(
-    effect: CallModel, observed: bool, streaming: bool
+    effect: CallModel, observed: bool, streaming: bool, halt: _events.Halt | None
 ) -> AsyncIterator[Event | ModelResponse]:
     client, request = effect.client, effect.request
     if observed:
         yield _events.model_started(effect)
+        if halt is not None:
+            halt.check()  # its event could not be written: the call is not made
     start = time.perf_counter()
     astream = getattr(client, "astream", None) if streaming else None
     response: ModelResponse | None = None
@@ -168,14 +180,24 @@ async def _call_model(
 class _Tools:
     """Started calls as tasks; a lone call is awaited inline, without a task."""
 
-    def __init__(self, host: ToolHost, observed: bool, streaming: bool = False):
+    def __init__(
+        self,
+        host: ToolHost,
+        observed: bool,
+        streaming: bool = False,
+        halt: _events.Halt | None = None,
+    ):
         self.host = host
         self.observed = observed
         self.streaming = streaming
+        self.halt = halt
         self.queued: list[StartTool] = []
         self.tasks: set[asyncio.Task[None]] = set()
-        # (Event,) from tool tasks, or (call_id, ToolOutcome | BaseException); made when a
-        # turn first runs calls in parallel (a run of lone calls never needs one)
+        self.cancelled = False
+        """The driver cancelled the calls in flight (a call task cancelled otherwise failed)."""
+        # (Event,) from tool tasks, or (call_id, ToolOutcome | BaseException, its
+        # ToolCallFinished or None: one item, so a sink failing at the event never parts
+        # them); made when a turn first runs calls in parallel (lone calls need none)
         self._inbox: asyncio.Queue[tuple[Any, ...]] | None = None
 
     @property
@@ -189,12 +211,17 @@ class _Tools:
 
     async def next(self) -> AsyncIterator[Event | tuple[str, ToolOutcome]]:
         hosted = self.host.registry.hosted
+        halt = self.halt
+        if self.queued and halt is not None and halt.error is not None:
+            self.queued.clear()  # a failed sink: no new call starts
         if self.queued:
             lone = not self.tasks and len(self.queued) == 1
             if lone and (self.host.executor is None or self.queued[0].call.name in hosted):
                 effect = self.queued.pop()
                 if self.observed:
                     yield _events.tool_started(effect)
+                    if halt is not None:
+                        halt.check()  # its event could not be written: the call is not made
                 if effect.call.name in hosted:
                     outcome = ToolOutcome(content="")
                     async for part in self.hosted(effect):
@@ -215,38 +242,58 @@ class _Tools:
                 self.tasks.add(task)
                 task.add_done_callback(self.tasks.discard)
         while True:
-            item = await self.inbox.get()
+            if halt is None or halt.error is None:
+                item = await self.inbox.get()
+            else:  # a failed sink: the outcomes already in, then its error
+                try:
+                    item = self.inbox.get_nowait()
+                except asyncio.QueueEmpty:
+                    raise halt.error from None
             if len(item) == 1:
                 yield item[0]
                 continue
-            call_id, outcome = item
+            call_id, outcome, finished = item
             if isinstance(outcome, BaseException):
                 raise outcome  # KeyboardInterrupt or SystemExit from a tool ends the run
+            if finished is not None:
+                yield finished
             yield call_id, outcome
             return
 
     async def _run(self, effect: StartTool) -> None:
-        inbox = self.inbox
+        inbox, finished = self.inbox, None
         try:
             if self.observed:
                 inbox.put_nowait((_events.tool_started(effect),))
             outcome: ToolOutcome | BaseException
-            if effect.call.name in self.host.registry.hosted:
-                outcome = ToolOutcome(content="")
-                async for part in self.hosted(effect):
-                    if type(part) is ToolOutcome:
-                        outcome = part
-                    else:
-                        inbox.put_nowait((part,))
-            else:
-                outcome = await self._call(effect)
+            try:
+                if effect.call.name in self.host.registry.hosted:
+                    outcome = await self._hosted_to(inbox, effect)
+                else:
+                    outcome = await self._call(effect)
+            except asyncio.CancelledError as exc:
+                if self.cancelled:  # the run's own cancellation: nobody waits for this call
+                    raise
+                outcome = _events.cancelled(exc)  # not by us: the call failed, and says so
             if self.observed:
-                inbox.put_nowait((_events.tool_finished(effect, outcome),))
+                finished = _events.tool_finished(effect, outcome)
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # handed to the driver, which raises it
             outcome = exc
-        inbox.put_nowait((effect.call.id, outcome))
+        inbox.put_nowait((effect.call.id, outcome, finished))
+
+    async def _hosted_to(
+        self, inbox: asyncio.Queue[tuple[Any, ...]], effect: StartTool
+    ) -> ToolOutcome:
+        """A sub-run in a task: its events go to the driver's inbox as they come."""
+        outcome = ToolOutcome(content="")
+        async for part in self.hosted(effect):
+            if type(part) is ToolOutcome:
+                outcome = part
+            else:
+                inbox.put_nowait((part,))
+        return outcome
 
     async def hosted(self, effect: StartTool) -> AsyncIterator[Event | ToolOutcome]:
         """Drive the sub-run of an agent tool's call on this loop, as a nested drive: its
@@ -259,7 +306,9 @@ class _Tools:
         result: Any = None
         try:
             machine, host = await asyncio.to_thread(job.open)
-            items = drive(machine, host, observed=self.observed, streaming=self.streaming)
+            items = drive(
+                machine, host, observed=self.observed, streaming=self.streaming, halt=self.halt
+            )
             async with contextlib.aclosing(items):
                 async for item in items:
                     if type(item) is Done:
@@ -281,13 +330,16 @@ class _Tools:
         future = host.executor.submit(caller, call.name, call.args, key=effect.call_key)
         try:
             return await asyncio.wrap_future(future)
-        except asyncio.CancelledError:
-            raise
+        except asyncio.CancelledError as exc:
+            if not own_cancel(exc):  # the run is cancelled
+                raise
+            return _events.lost(exc)  # the executor cancelled the call (it shut down)
         except Exception as exc:  # the executor lost the call: its failure
             return _events.lost(exc)
 
     def cancel(self) -> None:
         """Cancel every call in flight (a sync tool's thread runs on, abandoned)."""
+        self.cancelled = True
         for task in list(self.tasks):
             task.cancel()
         self.queued.clear()

@@ -66,15 +66,17 @@ class CallModel:
     run_id: str
     step: int
     """The machine's count of model calls so far in this run (for the events)."""
-    role: str = ""
-    """What the call is for in its loop ("planner", "solver", "reporter"...; "" for a
-    ReAct step), for the cost per role."""
     pricer: Callable[[ModelResponse], Price] | None = None
     """Prices the reply, for its `ModelCallFinished.cost` (set by `engine.meter`)."""
     output: OutputTarget | None = None
     """Set when the reply may be the run's final typed answer (see `OutputTarget`)."""
     parent_run_id: str | None = None
     """The run this one is part of, for the events (set by `engine.runs.nested`)."""
+
+    @property
+    def role(self) -> str:
+        """What the call is for in its loop: its request's `role` (the one record)."""
+        return self.request.role
 
 
 @dataclass(slots=True)

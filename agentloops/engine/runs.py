@@ -133,21 +133,22 @@ def call_model(
     loop: str,
     run_id: str,
     step: int | None = None,
-    role: str = "",
+    *,
     output: OutputTarget | None = None,
 ) -> Machine[ModelResponse]:
     """The one way a machine calls a model: ask the driver for the call, and add what it
     cost to `totals`. `step` numbers the call for its events and the journal (default: the
-    calls counted so far); a structured answer numbers its own attempts from 0. `role` says
-    what the call is for (the cost per role: "planner", "solver"...). `output`: the reply
-    may be the run's typed answer (a streaming driver parses it as it comes).
+    calls counted so far); a structured answer numbers its own attempts from 0. What the
+    call is for is its request's `role` ("planner", "solver"...: the cost per role).
+    `output`: the reply may be the run's typed answer (a streaming driver parses it as it
+    comes).
 
     ReAct's step, the one hot path, yields the same `CallModel` and calls the same
     `Totals.spend` itself: this generator would cost it about 3% of a step.
     """
     if step is None:
         step = totals.model_calls
-    call = CallModel(client, request, loop, run_id, step, role, output=output)
+    call = CallModel(client, request, loop, run_id, step, output=output)
     response: ModelResponse = yield call
     totals.spend(response.usage)
     return response
@@ -193,13 +194,16 @@ def lifecycle(
 
     A failure gets `partial(exc)` as its `.result`, so nothing done is lost, and still
     ends the run's events (with that result's stop reason) before it propagates. A `Stop`
-    gets the partial result with the stop's reason and detail.
+    gets the partial result with the stop's reason and detail. A failure at the last
+    event (a sink that could not write it) gets its partial result too.
     """
     started = clock()
     try:
         if observed:
             yield Emit(RunStarted(loop=loop, run_id=run_id, parent_run_id=parent_run_id))
         result = yield from body
+        if observed:
+            yield Emit(_finished(loop, run_id, result, clock() - started))
     except AgentLoopsError as exc:
         exc.result = partial(exc)
         if isinstance(exc, Stop):
@@ -209,8 +213,6 @@ def lifecycle(
         if observed:
             yield Emit(_finished(loop, run_id, exc.result, clock() - started))
         raise
-    if observed:
-        yield Emit(_finished(loop, run_id, result, clock() - started))
     return result
 
 
@@ -231,10 +233,14 @@ def run_tools(
     loop: str,
     run_id: str,
     starts: Mapping[str, SubStart] | None = None,
+    outcomes: dict[str, ToolOutcome] | None = None,
 ) -> Machine[dict[str, ToolOutcome]]:
-    """Run `calls`, at most `limit` at a time; each call's outcome by id. `starts` says how
-    the sub-runs of some hosted calls start (a handoff's transcript, a paused sub-run)."""
-    outcomes: dict[str, ToolOutcome] = {}
+    """Run `calls`, at most `limit` at a time; each call's outcome by id, kept in
+    `outcomes` (when given) as it arrives, so a run failing part-way still has them.
+    `starts` says how the sub-runs of some hosted calls start (a handoff's transcript, a
+    paused sub-run)."""
+    if outcomes is None:
+        outcomes = {}
     if not calls:
         return outcomes
     started = min(limit, len(calls))

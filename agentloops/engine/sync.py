@@ -51,24 +51,25 @@ Events = Generator[Event, None, R]
 def run(machine: Machine[R], host: ToolHost, on_event: EventSink | None = None) -> R:
     """Drive `machine` to its result, handing every event to `on_event`.
 
-    A sink that raises (a full disk under a `JSONLSink`) fails the run: its error goes into
-    the machine, which attaches the partial result, and later events are not sent to it.
+    A sink that raises (a full disk under a `JSONLSink`) fails the run: later events are
+    not sent to it, and its error goes into the machine (which attaches the partial result)
+    at the next new work, so the model reply or tool outcome under way is kept
+    (`_events.Halt`).
     """
-    events = drive(machine, host, observed=on_event is not None)
-    failed: Exception | None = None
-    throw: Exception | None = None
+    halt = _events.Halt()
+    observed = on_event is not None
+    events = drive(machine, host, observed=observed, halt=halt if observed else None)
     try:
         while True:
             try:
-                event = next(events) if throw is None else events.throw(throw)
+                event = next(events)
             except StopIteration as done:
                 return done.value  # type: ignore[no-any-return]
-            throw = None
-            if failed is None:
+            if halt.error is None:
                 try:
                     on_event(event)  # type: ignore[misc]  # no sink: the machine emits nothing
                 except Exception as exc:
-                    failed = throw = exc
+                    halt.error = exc
     finally:
         events.close()
 
@@ -84,14 +85,17 @@ def drive(
     observed: bool,
     streaming: bool = False,
     stop: threading.Event | None = None,
+    halt: _events.Halt | None = None,
 ) -> Events[R]:
     """Perform `machine`'s effects until it returns; yields events when `observed`.
 
     With `streaming`, model calls go through the client's `stream` (when it has one)
     and its deltas are yielded as they arrive. A set `stop` (a sub-run on a thread, whose
-    caller stopped) ends the drive before its next effect.
+    caller stopped) ends the drive before its next effect. `halt` holds a failed sink's
+    error, raised into the machine at the next new work (a sub-run's drive shares its
+    caller's: its machine stops there too, with its partial result).
     """
-    tools = _Tools(host, observed, streaming)
+    tools = _Tools(host, observed, streaming, halt)
     queued = tools.queued
     quiet = not observed and not streaming
     inline = host.executor is None and not host.registry.hosted
@@ -102,11 +106,13 @@ def drive(
                 raise _Abandoned
             kind = type(effect)
             try:
+                if halt is not None and halt.error is not None and kind in _events.HALTS_AT:
+                    raise halt.error
                 if kind is CallModel:
                     if quiet:  # the common case, without a generator in between
                         outcome: Any = effect.client.complete(effect.request)  # type: ignore[union-attr]
                     else:
-                        outcome = yield from _call_model(effect, observed, streaming)  # type: ignore[arg-type]
+                        outcome = yield from _call_model(effect, observed, streaming, halt)  # type: ignore[arg-type]
                 elif kind is StartTool:
                     queued.append(effect)  # type: ignore[arg-type]
                     outcome = None
@@ -140,11 +146,15 @@ def drive(
         machine.close()
 
 
-def _call_model(effect: CallModel, observed: bool, streaming: bool) -> Events[ModelResponse]:
+def _call_model(
+    effect: CallModel, observed: bool, streaming: bool, halt: _events.Halt | None
+) -> Events[ModelResponse]:
     client, request = effect.client, effect.request
     start = time.perf_counter()
     if observed:
         yield _events.model_started(effect)
+        if halt is not None:
+            halt.check()  # its event could not be written: the call is not made
     stream = getattr(client, "stream", None) if streaming else None
     if stream is None:
         response = client.complete(request)
@@ -180,33 +190,54 @@ def _streamed(parts: Any, effect: CallModel) -> Events[ModelResponse]:
 class _Tools:
     """Started calls: queued until someone waits, so a lone call runs inline (no thread)."""
 
-    def __init__(self, host: ToolHost, observed: bool, streaming: bool = False):
+    def __init__(
+        self,
+        host: ToolHost,
+        observed: bool,
+        streaming: bool = False,
+        halt: _events.Halt | None = None,
+    ):
         self.host = host
         self.observed = observed
         self.streaming = streaming
+        self.halt = halt
         self.stop: threading.Event | None = None
         """Set when the drive ends: sub-runs still on their threads stop (made with the
         first sub-run on a thread)."""
         self.queued: list[StartTool] = []
         self.running = 0
-        # ("event", Event) from tool threads, or ("done", call_id, ToolOutcome | BaseException)
+        # ("event", Event) from tool threads, or ("done", call_id, ToolOutcome |
+        # BaseException, its ToolCallFinished or None): a call's outcome and its event
+        # arrive together, so a sink failing at the event never parts them
         self.inbox: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
         self.callers: dict[str, Callable[..., ToolOutcome]] = {}
 
     def next(self) -> Events[tuple[str, ToolOutcome]]:
+        halt = self.halt
         if self.queued:
-            if self.running == 0 and len(self.queued) == 1 and self._inline_ok(self.queued[0]):
+            if halt is not None and halt.error is not None:
+                self.queued.clear()  # a failed sink: no new call starts
+            elif self.running == 0 and len(self.queued) == 1 and self._inline_ok(self.queued[0]):
                 return (yield from self._inline(self.queued.pop()))
-            self._submit_queued()
+            else:
+                self._submit_queued()
         while True:
-            item = self.inbox.get()
+            if halt is None or halt.error is None:
+                item = self.inbox.get()
+            else:  # a failed sink: the outcomes already in, then its error
+                try:
+                    item = self.inbox.get_nowait()
+                except queue.Empty:
+                    raise halt.error from None
             if item[0] == "event":
                 yield item[1]
                 continue
             self.running -= 1
-            _, call_id, outcome = item
+            _, call_id, outcome, finished = item
             if isinstance(outcome, BaseException):
                 raise outcome  # KeyboardInterrupt or SystemExit from a tool ends the run
+            if finished is not None:
+                yield finished
             return call_id, outcome
 
     def _inline_ok(self, effect: StartTool) -> bool:
@@ -218,6 +249,8 @@ class _Tools:
         call = effect.call
         if self.observed:
             yield _events.tool_started(effect)
+            if self.halt is not None:
+                self.halt.check()  # its event could not be written: the call is not made
         if call.name in self.host.registry.hosted:
             outcome = yield from self.hosted(effect)
         else:
@@ -235,7 +268,12 @@ class _Tools:
         try:
             machine, host = job.open()
             result = yield from drive(
-                machine, host, observed=self.observed, streaming=self.streaming, stop=stop
+                machine,
+                host,
+                observed=self.observed,
+                streaming=self.streaming,
+                stop=stop,
+                halt=self.halt,
             )
         except AgentLoopsError as exc:
             return job.failed(exc)
@@ -289,9 +327,10 @@ class _Tools:
                 outcome: ToolOutcome | BaseException = f.result()
             except BaseException as exc:  # the executor lost the call: its failure
                 outcome = _events.lost(exc) if isinstance(exc, Exception) else exc
+            finished = None
             if self.observed and isinstance(outcome, ToolOutcome):
-                inbox.put(("event", _events.tool_finished(e, outcome)))
-            inbox.put(("done", call.id, outcome))
+                finished = _events.tool_finished(e, outcome)
+            inbox.put(("done", call.id, outcome, finished))
 
         future.add_done_callback(collect)
 
@@ -308,6 +347,7 @@ def _hosted_task(tools: _Tools, effect: StartTool) -> Callable[[], None]:
     ctx = contextvars.copy_context()
 
     def task() -> None:
+        finished = None
         try:
             if observed:
                 inbox.put(("event", _events.tool_started(effect)))
@@ -315,10 +355,10 @@ def _hosted_task(tools: _Tools, effect: StartTool) -> Callable[[], None]:
                 _drain, tools.hosted(effect, tools.stop), inbox
             )
             if observed:
-                inbox.put(("event", _events.tool_finished(effect, outcome)))  # type: ignore[arg-type]
+                finished = _events.tool_finished(effect, outcome)  # type: ignore[arg-type]
         except BaseException as exc:  # handed to the driver's thread, which raises it
             outcome = exc
-        inbox.put(("done", call.id, outcome))
+        inbox.put(("done", call.id, outcome, finished))
 
     return task
 
@@ -338,14 +378,15 @@ def _task(tools: _Tools, effect: StartTool) -> Callable[[], None]:
     ctx = contextvars.copy_context()
 
     def task() -> None:
+        finished = None
         try:
             if observed:
                 inbox.put(("event", _events.tool_started(effect)))
             outcome: ToolOutcome | BaseException = ctx.run(tools.host.call, effect)
             if observed:
-                inbox.put(("event", _events.tool_finished(effect, outcome)))  # type: ignore[arg-type]
+                finished = _events.tool_finished(effect, outcome)  # type: ignore[arg-type]
         except BaseException as exc:  # handed to the driver's thread, which raises it
             outcome = exc
-        inbox.put(("done", call.id, outcome))
+        inbox.put(("done", call.id, outcome, finished))
 
     return task

@@ -166,6 +166,7 @@ class PlanAndExecute:
             approval=approval,
             on_event=on_event,
         )
+        self.step_loop.role = "executor"  # its calls are the executor's (the cost per role)
         self.tools = self.step_loop.tools
         self.max_plan_steps = max_plan_steps
         self.replan = replan

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from agentloops._text import cut
 from agentloops.engine.runs import Totals
 from agentloops.errors import raise_for_stop
+from agentloops.events import Record
 from agentloops.messages import SubRun, ToolCall
 from agentloops.plan_execute.schema import Plan, PlanRevision, PlanStep, plan_problems
 from agentloops.react import ReActResult
@@ -40,7 +41,7 @@ PlanStopReason = Literal[
 
 
 @dataclass(frozen=True, kw_only=True)
-class PlanExecuteResult:
+class PlanExecuteResult(Record):
     """What a Plan-and-Execute run produced, or how far a paused or failed run got."""
 
     answer: str
@@ -67,7 +68,7 @@ class PlanExecuteResult:
     """What the run's model calls cost, when the loop knows its models' prices (`price=`,
     a priced client, or the packaged table); `None` otherwise."""
     cost_by_role: dict[str, Decimal] = field(default_factory=dict)
-    """The cost per role: "planner", "solver", "reporter"..., and "react" for ReAct steps."""
+    """The cost per role: "planner", "replanner", "executor" (the steps' calls), "reporter"."""
     output: Any = None
     """With `output_type`: the reporter's validated answer (`None` when the run stopped
     short); `answer` is then its JSON."""

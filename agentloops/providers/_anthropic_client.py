@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from agentloops import _secrets
+from agentloops._secrets import SHORTEST, in_url
 from agentloops.errors import AgentLoopsError, ConfigurationError
 
 if TYPE_CHECKING:
@@ -15,8 +17,8 @@ if TYPE_CHECKING:
 
     Client = anthropic.Anthropic | anthropic.AsyncAnthropic
 
-_MIN_SECRET = 8
-"""Shorter credentials are not looked for in error text (they would match ordinary words)."""
+KEY = "[api key]"
+"""What a credential is replaced with in errors (shorter than `SHORTEST`: not looked for)."""
 
 
 def default_client(sdk: Any, api_key: str | None) -> anthropic.Anthropic:
@@ -52,10 +54,12 @@ def settings_of(client: Client | None) -> dict[str, Any]:
 
 
 def secrets_of(client: Client | None) -> tuple[str, ...]:
-    """The credentials of `client` (if any) to blank out of error text."""
+    """The credentials of `client` (if any) to blank out of error text: its key or token,
+    and any put in its base URL (a password, a `?key=` parameter)."""
     if client is None:
         return ()
-    return tuple(s for s in (client.api_key, client.auth_token) if s and len(s) >= _MIN_SECRET)
+    found = {client.api_key or "", client.auth_token or "", *in_url(str(client.base_url))}
+    return tuple(s for s in found if len(s) >= SHORTEST)
 
 
 def scrub(
@@ -64,13 +68,10 @@ def scrub(
     """Blank `secrets` out of `error` and of the SDK exception it wraps (a server may echo
     the key in an error body, and a printed traceback shows the cause too)."""
     for exc in (error, *causes):
-        exc.args = tuple(_redact(a, secrets) if isinstance(a, str) else a for a in exc.args)
-        if isinstance(getattr(exc, "message", None), str):
-            exc.message = _redact(exc.message, secrets)  # type: ignore[attr-defined]
+        _secrets.scrub(exc, secrets, KEY)
     return error
 
 
-def _redact(text: str, secrets: tuple[str, ...]) -> str:
-    for secret in secrets:
-        text = text.replace(secret, "[api key]")
-    return text
+def shown(client: Client) -> str:
+    """`client`'s base URL as an error shows it: user information and keys blanked."""
+    return _secrets.url(str(client.base_url).rstrip("/"), KEY)

@@ -153,15 +153,20 @@ class Turn:
         self._continued = 0
         self._last: WireMessage | None = None
         self._request_id: str | None = None
+        self._usage_reported = True
 
     @property
     def tool_calls(self) -> int:
         """Tool calls received so far (a continuation's calls are numbered after them)."""
         return sum(isinstance(b, ToolUseBlock) for b in self._content)
 
-    def add(self, reply: WireMessage, request_id: str | None) -> None:
-        """Take the reply to `next`, and decide what (if anything) to send after it."""
+    def add(
+        self, reply: WireMessage, request_id: str | None, *, usage_reported: bool = True
+    ) -> None:
+        """Take the reply to `next`, and decide what (if anything) to send after it.
+        `usage_reported`: False when the reply left out its token counts."""
         self._content += reply.content
+        self._usage_reported = self._usage_reported and usage_reported
         self._usage += _usage(reply.usage)
         self._last, self._request_id = reply, request_id
         self.next = None
@@ -195,7 +200,14 @@ class Turn:
             output = next((c.args for c in calls if c.name == final), None) if final else None
             if output is None and not calls:  # a turn that calls tools is not the answer
                 output = parse_json(message.text)
-        return ModelResponse(message, stop_reason, self._usage, last.model, output)
+        return ModelResponse(
+            message,
+            stop_reason,
+            self._usage,
+            last.model,
+            output,
+            usage_reported=self._usage_reported,
+        )
 
 
 def _keep(block: WireBlock) -> bool:

@@ -131,7 +131,8 @@ class _DeltaUsage(_Open):
 class _MessageDelta(_Open):
     type: Literal["message_delta"]
     delta: _StopInfo
-    usage: _DeltaUsage
+    usage: _DeltaUsage | None = None
+    """Left out by some gateways: the reply stands, its usage says so (`usage_reported`)."""
 
 
 class _MessageStop(_Open):
@@ -197,6 +198,8 @@ class Assembly:
         self._next_call = first_call
         self._events = 0
         self._stopped = False
+        self.usage_reported = True
+        """False: the `message_delta` left out its usage (only message_start's counts)."""
 
     def feed(self, data: str) -> list[Delta]:
         """Take one event's JSON data; return the deltas it adds.
@@ -224,6 +227,9 @@ class Assembly:
         if isinstance(event, _MessageDelta):
             assert self._message is not None
             self._message["stop_reason"] = event.delta.stop_reason
+            if event.usage is None:  # a complete reply all the same: keep it, and say so
+                self.usage_reported = False
+                return []
             # Counts on message_delta are totals; those left out keep message_start's.
             counts = event.usage.model_dump(exclude_none=True)
             self._message["usage"] = {**self._message["usage"], **counts}

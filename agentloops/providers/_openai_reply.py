@@ -151,7 +151,10 @@ def parse_completion(
         if output is None and not calls:  # a turn that calls tools is not the answer
             output = parse_json(text)
     usage = usage_from_wire(reply.usage)
-    return ModelResponse(message, reason, usage, reply.model or model, output), raw_args
+    response = ModelResponse(
+        message, reason, usage, reply.model or model, output, usage_reported=reply.usage is not None
+    )
+    return response, raw_args
 
 
 def parse_arguments(raw: Any) -> dict[str, Any]:

@@ -2,10 +2,10 @@
 
 The sync and async streams feed each event's data to one `StreamAssembler`. It yields
 `TextDelta`, `ThinkingDelta` and `ToolCallDelta` as chunks arrive, assembles tool-call
-argument fragments by index, and at the end gives the reply in the shape of a
-non-streaming body, so the final `ModelResponse` comes from the same `parse_completion`
-as `complete`'s. A stream that stops before its end is a `ModelError`: nothing is ever
-built from a partial tool call.
+argument fragments by index (a new id on a known index is a new call), and at the end
+gives the reply in the shape of a non-streaming body, so the final `ModelResponse` comes
+from the same `parse_completion` as `complete`'s. A stream that stops before its end is a
+`ModelError`: nothing is ever built from a partial tool call.
 
 Rule: no I/O and no loop; the caller feeds it chunks.
 """
@@ -59,6 +59,8 @@ class _Call:
     id: str = ""
     name: str = ""
     arguments: list[str] = field(default_factory=list)
+    wire_id: str = ""
+    """The id the server gave the call ("" while it gave none)."""
 
 
 class StreamAssembler:
@@ -78,6 +80,9 @@ class StreamAssembler:
         self._text: list[str] = []
         self._refusal: list[str] = []
         self._calls: dict[int, _Call] = {}
+        """The calls by key: the server's index, or the next free one when it reused one."""
+        self._slots: dict[int, int] = {}
+        """The server's index -> the key of the call it now names."""
         self._last: int | None = None
         self._finish: str | None = None
         self._usage: WireUsage | None = None
@@ -129,22 +134,9 @@ class StreamAssembler:
         return out
 
     def _call_piece(self, piece: WireCallDelta) -> list[Delta]:
-        index = piece.index
-        if index is None:  # some servers leave it out: a new id starts a new call
-            new = piece.id and (self._last is None or piece.id != self._calls[self._last].id)
-            index = len(self._calls) if new or self._last is None else self._last
-        call = self._calls.get(index)
-        call_id = name = ""
-        if call is None:
-            call = self._calls[index] = _Call()
-            call_id = fresh_id(piece.id or "", self._taken)
-            if not piece.id:
-                call.id = call_id  # the final reply keeps the id the delta showed
-        self._last = index
-        # Some servers (llama-cpp-python) repeat the id and name in every chunk: the first
-        # one counts, and only the arguments are joined.
-        if piece.id and not call.id:
-            call.id = piece.id
+        call, key, call_id = self._call_for(piece)
+        self._last = key
+        name = ""
         function = piece.function or WireFunctionDelta()
         if function.name and not call.name:
             call.name = name = function.name
@@ -155,7 +147,42 @@ class StreamAssembler:
             call.arguments.append(arguments)
         if not (call_id or name or arguments):
             return []
-        return [ToolCallDelta(index=index, call_id=call_id, name=name, arguments=arguments or "")]
+        return [ToolCallDelta(index=key, call_id=call_id, name=name, arguments=arguments or "")]
+
+    def _call_for(self, piece: WireCallDelta) -> tuple[_Call, int, str]:
+        """The call `piece` belongs to, its key (the index its deltas show: unique per
+        call), and, for a call it starts, the id its deltas show (else "").
+
+        A new id on a known index starts a new call (a server that reuses index 0 for the
+        next call): the calls are never merged, and none is dropped. Some servers
+        (llama-cpp-python) repeat the id and name in every chunk: the same id continues
+        the call, and only the arguments are joined.
+        """
+        index = piece.index
+        key: int | None
+        if index is None:  # some servers leave it out: a new id starts a new call
+            last = None if self._last is None else self._calls[self._last]
+            new = piece.id and (last is None or piece.id != last.wire_id)
+            key = None if new or self._last is None else self._last
+        else:
+            key = self._slots.get(index)
+            if key is not None and piece.id:
+                wire_id = self._calls[key].wire_id
+                if wire_id and piece.id != wire_id:
+                    key = None  # a new id on a known index: the next call
+        if key is not None:
+            call = self._calls[key]
+            if piece.id and not call.wire_id:
+                call.wire_id = piece.id
+            return call, key, ""
+        wanted = len(self._calls) if index is None else index
+        key = wanted if wanted not in self._calls else max(self._calls) + 1
+        if index is not None:
+            self._slots[index] = key
+        call = self._calls[key] = _Call(wire_id=piece.id or "")
+        call_id = fresh_id(piece.id or "", self._taken)
+        call.id = piece.id or call_id  # without one, the final reply keeps the id shown
+        return call, key, call_id
 
     def body(self) -> dict[str, Any]:
         """The reply in the shape of a non-streaming Chat Completions body.

@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from agentloops.errors import AgentLoopsError, ConfigurationError, ContextWindowExceeded, ModelError
 from agentloops.model import ModelRequest, ModelResponse
-from agentloops.providers._anthropic_client import default_client, scrub, secrets_of, settings_of
+from agentloops.providers._anthropic_client import (
+    default_client,
+    scrub,
+    secrets_of,
+    settings_of,
+    shown,
+)
 from agentloops.providers._anthropic_reply import Turn, read_reply
 from agentloops.providers._anthropic_request import Mechanism, build_params
 from agentloops.providers._anthropic_stream import Assembly
@@ -286,7 +292,11 @@ class AnthropicModel:
                     for sse in self._sdk.Stream.raw_events(events.response):
                         if sse.data:
                             yield from assembly.feed(sse.data)
-                turn.add(assembly.reply(), assembly.request_id)
+                turn.add(
+                    assembly.reply(),
+                    assembly.request_id,
+                    usage_reported=assembly.usage_reported,
+                )
             response = turn.response()
         yield response
 
@@ -304,7 +314,11 @@ class AnthropicModel:
                     async for sse in self._sdk.AsyncStream.raw_events(events.response):
                         for delta in assembly.feed(sse.data) if sse.data else ():
                             yield delta
-                turn.add(assembly.reply(), assembly.request_id)
+                turn.add(
+                    assembly.reply(),
+                    assembly.request_id,
+                    usage_reported=assembly.usage_reported,
+                )
             response = turn.response()
         yield response
 
@@ -400,6 +414,8 @@ class AnthropicModel:
                 return ContextWindowExceeded(
                     message, request_id=exc.request_id, status=exc.status_code
                 )
+            if exc.status_code == 404:
+                message += self._hint()
             return ModelError(
                 message,
                 request_id=exc.request_id,
@@ -418,6 +434,18 @@ class AnthropicModel:
         if isinstance(exc, (http.HTTPError, http.StreamError, UnicodeDecodeError)):
             return ModelError(f"Anthropic API stream broke: {kind}: {exc}", kind="unavailable")
         return None
+
+    def _hint(self) -> str:
+        """What to try after a 404: the SDK adds `/v1/messages` to the base URL itself."""
+        client = self._client if self._client is not None else self._async_client
+        assert client is not None
+        base = shown(client)
+        if base.endswith("/v1"):
+            return (
+                f" (the SDK adds /v1/messages to the base URL itself: try "
+                f"base_url={base[:-3]!r}, not {base!r})"
+            )
+        return f" (no /v1/messages at {base!r}: is the base URL right?)"
 
     def _refuses_native(self, exc: Exception) -> bool:
         """Whether the API refused `output_config.format` (with `structured="auto"`)."""

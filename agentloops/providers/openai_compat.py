@@ -18,9 +18,12 @@ import json
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit
 
-from agentloops.errors import ConfigurationError, ContextWindowExceeded, ModelError
+from agentloops import _secrets
+from agentloops.errors import AgentLoopsError, ConfigurationError, ContextWindowExceeded, ModelError
 from agentloops.events import Delta
 from agentloops.messages import ToolCall
 from agentloops.model import ModelRequest, ModelResponse
@@ -48,6 +51,8 @@ DEFAULT_MAX_TOKENS = 1024
 without one generates until its context is full, and keeps going after we give up."""
 
 _MAX_ECHO = 4096
+_KEY = "[api key]"
+"""What a credential is replaced with in errors."""
 _SSE_EXTRA = "pip install 'agentloops-kit[sse]'"
 
 
@@ -143,6 +148,12 @@ class OpenAICompatModel:
         self._sleep = sleep
         self._async_sleep = async_sleep
         self._api_key = api_key
+        self._secrets = tuple(
+            s for s in {api_key or "", *_secrets.in_url(base_url)} if len(s) >= _secrets.SHORTEST
+        )
+        """The credentials kept out of every error (the key, and any in the base URL)."""
+        self._shown = _secrets.url(self.base_url, _KEY)
+        """The base URL as errors and `repr` show it: user information and keys blanked."""
         self._owns_http = http_client is None
         self._http = http_client or httpx.Client(timeout=timeout)
         self._owns_async = async_http_client is None
@@ -165,8 +176,8 @@ class OpenAICompatModel:
         """Retries after the first try (`retry.max_retries`)."""
         return self.retry.max_retries
 
-    def __repr__(self) -> str:  # no key here, ever
-        return f"OpenAICompatModel({self.base_url!r}, {self.model!r})"
+    def __repr__(self) -> str:  # no key here, ever (nor one put in the base URL)
+        return f"OpenAICompatModel({self._shown!r}, {self.model!r})"
 
     def __reduce__(self) -> tuple[Any, ...]:
         # For process pools and Dask: rebuild from the settings, with fresh HTTP clients.
@@ -222,13 +233,15 @@ class OpenAICompatModel:
                 reply that is not JSON or not of the expected shape (the field is named);
                 `.status` and `.request_id` when known.
         """
-        response = self._drive(request, stream=False)
-        return self._accept(request, self._json(response))
+        with self._errors():
+            response = self._drive(request, stream=False)
+            return self._accept(request, self._json(response))
 
     async def acomplete(self, request: ModelRequest) -> ModelResponse:
         """`complete` over `httpx.AsyncClient`: the same request, retries and parsing."""
-        response = await self._adrive(request, stream=False)
-        return self._accept(request, self._json(response))
+        with self._errors():
+            response = await self._adrive(request, stream=False)
+            return self._accept(request, self._json(response))
 
     def stream(self, request: ModelRequest) -> Iterator[Delta | ModelResponse]:
         """Deltas as the server sends them, then the `ModelResponse` `complete` would give.
@@ -242,36 +255,40 @@ class OpenAICompatModel:
             ConfigurationError: the `openai` extra (httpx-sse) is not installed.
         """
         sse = _httpx_sse()
-        response = self._drive(request, stream=True)
-        assembler = StreamAssembler(_taken(request))
-        try:
-            for event in sse.EventSource(response).iter_sse():
-                yield from assembler.feed(event.data, event.event)
-                if assembler.done:
-                    break
-        except (*self._transport_errors, sse.SSEError) as exc:
-            raise self._broken(exc, assembler) from exc
-        finally:
-            response.close()
-        yield self._accept(request, assembler.body())
+        with self._errors():
+            response = self._drive(request, stream=True)
+            assembler = StreamAssembler(_taken(request))
+            try:
+                for event in sse.EventSource(response).iter_sse():
+                    yield from assembler.feed(event.data, event.event)
+                    if assembler.done:
+                        break
+            except (*self._transport_errors, sse.SSEError) as exc:
+                raise self._broken(exc, assembler) from exc
+            finally:
+                response.close()
+            final = self._accept(request, assembler.body())
+        yield final
 
     async def astream(self, request: ModelRequest) -> AsyncIterator[Delta | ModelResponse]:
         """`stream` over `httpx.AsyncClient`. Close it early with `aclose()` (or
         `contextlib.aclosing`) to close the HTTP response at once."""
         sse = _httpx_sse()
-        response = await self._adrive(request, stream=True)
-        assembler = StreamAssembler(_taken(request))
-        try:
-            async for event in sse.EventSource(response).aiter_sse():
-                for delta in assembler.feed(event.data, event.event):
-                    yield delta
-                if assembler.done:
-                    break
-        except (*self._transport_errors, sse.SSEError) as exc:
-            raise self._broken(exc, assembler) from exc
-        finally:
-            await response.aclose()
-        yield self._accept(request, assembler.body())
+        with self._errors():
+            response = await self._adrive(request, stream=True)
+            assembler = StreamAssembler(_taken(request))
+            try:
+                async for event in sse.EventSource(response).aiter_sse():
+                    for delta in assembler.feed(event.data, event.event):
+                        yield delta
+                    if assembler.done:
+                        break
+            except (*self._transport_errors, sse.SSEError) as exc:
+                raise self._broken(exc, assembler) from exc
+            finally:
+                await response.aclose()
+            final = self._accept(request, assembler.body())
+        yield final
 
     # -- the plan of attempts, and its two drivers ---------------------------------------
 
@@ -433,8 +450,8 @@ class OpenAICompatModel:
         request_id = response.headers.get("x-request-id") or response.headers.get("request-id")
         tries = f" (after {attempts} attempts)" if attempts > 1 else ""
         message = (
-            f"{self._url} answered {what or f'HTTP {response.status_code}'}{tries}: "
-            f"{self._redact(http.detail(response.text))}"
+            f"{self._shown}/chat/completions answered {what or f'HTTP {response.status_code}'}"
+            f"{tries}: {http.detail(response.text)}{self._hint(response.status_code)}"
         )
         if kind is ContextWindowExceeded:
             return ContextWindowExceeded(
@@ -449,29 +466,48 @@ class OpenAICompatModel:
         )
 
     def _unanswered(self, exc: Exception, attempts: int) -> ModelError:
-        problem = self._redact(f"{type(exc).__name__}: {exc}")
         return ModelError(
-            f"POST {self._url} failed after {attempts} attempts: {problem}",
+            f"POST {self._shown}/chat/completions failed after {attempts} attempts: "
+            f"{type(exc).__name__}: {exc}",
             kind="timeout" if isinstance(exc, self._timeouts) else "unavailable",
         )
 
     def _out_of_time(self, request: ModelRequest, attempts: int) -> ModelError:
         tries = f" after {attempts} attempts" if attempts else ""
         return ModelError(
-            f"POST {self._url}: the call's {request.timeout:.1f} s (the run's deadline) ran "
+            f"POST {self._shown}/chat/completions: the call's {request.timeout:.1f} s (the "
+            f"run's deadline) ran "
             f"out{tries}",
             kind="timeout",
         )
 
     def _broken(self, exc: Exception, assembler: StreamAssembler) -> ModelError:
-        problem = self._redact(f"{type(exc).__name__}: {exc}")
         return ModelError(
-            f"the stream from {self._url} failed after {assembler.chunks} chunks: {problem}",
+            f"the stream from {self._shown}/chat/completions failed after "
+            f"{assembler.chunks} chunks: {type(exc).__name__}: {exc}",
             kind="timeout" if isinstance(exc, self._timeouts) else "unavailable",
         )
 
-    def _redact(self, text: str) -> str:
-        return text.replace(self._api_key, "[api key]") if self._api_key else text
+    def _hint(self, status: int) -> str:
+        """What to try after a 404 from a base URL without a version (`/v1`) in its path."""
+        path = urlsplit(self.base_url).path
+        if status != 404 or any(p[:1] == "v" and p[1:2].isdigit() for p in path.split("/")):
+            return ""
+        return (
+            f" (the base URL {self._shown!r} has no /v1: OpenAI-compatible servers answer "
+            f"at <base>/v1/chat/completions, so try base_url={self._shown + '/v1'!r})"
+        )
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        """Every error out of a call, with the credentials blanked out: the key and any
+        put in the base URL, in its text and the exceptions behind it (a server may echo
+        them)."""
+        try:
+            yield
+        except AgentLoopsError as exc:
+            _secrets.scrub(exc, self._secrets, _KEY)
+            raise
 
 
 def _taken(request: ModelRequest) -> set[str]:

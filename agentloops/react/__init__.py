@@ -168,6 +168,9 @@ class ReActLoop:
         self.max_calls_per_turn = max_calls_per_turn
         self.max_tool_calls = max_tool_calls
         self.store = store
+        self.role = "react"
+        """The role its model calls carry (`ModelRequest.role`): a Plan-and-Execute step's
+        loop says "executor"."""
         self.output_type = output_type
         self.output_validator = output_validator
         self.max_output_retries = max_output_retries

@@ -71,6 +71,7 @@ class Settings(Protocol):
     approval: ApprovalPolicy | None
     max_calls_per_turn: int
     max_tool_calls: int | None
+    role: str
     output_spec: OutputSpec[Any] | None
     output_validator: OutputValidator | None
     max_output_retries: int
@@ -92,6 +93,7 @@ class Run:
         "steps",
         "subruns",
         "totals",
+        "turn",
         "turns",
     )
 
@@ -117,6 +119,9 @@ class Run:
         self.turns = window(max_repeats)  # the stall guard's last turns
         self.nudged = False
         self.next_tool = NextTool(LOOP, run_id)  # the same ask every step: built once
+        # A parallel turn's outcomes as they come back (None between turns): a run that
+        # fails part-way through the turn holds them in its partial result.
+        self.turn: dict[str, ToolOutcome] | None = None
         self.rejected = 0
         """A typed run's final answers rejected so far (`max_output_retries`)."""
         self.retried: dict[str, int] = {}
@@ -214,7 +219,12 @@ def _lifecycle(
     parent_run_id: str | None,
 ) -> Machine[ReActResult]:
     def partial(exc: AgentLoopsError) -> ReActResult:
-        return exc.result or _result(run, "error", f"{type(exc).__name__}: {exc}")
+        if exc.result is not None:
+            return exc.result  # type: ignore[no-any-return]
+        came, run.turn = run.turn or {}, None  # a turn cut short: what came back is held
+        run.totals.tool_calls += len(came)
+        held = [_tool_result(i, o.content, o.is_error) for i, o in came.items()]
+        return _result(run, "error", f"{type(exc).__name__}: {exc}", held=held)
 
     return lifecycle(
         body,
@@ -231,12 +241,14 @@ def steps(loop: Settings, run: Run, observed: bool) -> Machine[ReActResult]:
     """Model turns until the run answers or stops."""
     spec = loop.output_spec
     # One request serves every step: its `messages` is the live transcript.
+    role = loop.role
     request = ModelRequest(
         loop.system,
         run.messages,
         tools=loop.tools.specs(),
         max_tokens=loop.max_tokens,
         output=spec.schema if spec is not None else None,
+        role=role,
     )
     target = spec.target if spec is not None else None
     totals, messages, run_id, model = run.totals, run.messages, run.run_id, loop.model
@@ -252,6 +264,7 @@ def steps(loop: Settings, run: Run, observed: bool) -> Machine[ReActResult]:
                 tools=tools.specs(),
                 max_tokens=loop.max_tokens,
                 output=request.output,  # a typed run's schema stays on every request
+                role=role,
             )
         if run.steps >= loop.max_steps:
             return (yield from _at_limit(loop, run, request))
@@ -384,7 +397,10 @@ def _run_calls(loop: Settings, run: Run, calls: list[ToolCall]) -> Machine[list[
         _, outcome = yield run.next_tool
         run.totals.tool_calls += 1
         return [_answer(loop, run, call, outcome)]
-    outcomes = yield from run_tools(calls, loop.max_parallel_tools, LOOP, run.run_id)
+    outcomes: dict[str, ToolOutcome] = {}
+    run.turn = outcomes
+    yield from run_tools(calls, loop.max_parallel_tools, LOOP, run.run_id, outcomes)
+    run.turn = None
     run.totals.tool_calls += len(calls)
     return [_answer(loop, run, c, outcomes[c.id]) for c in calls]
 
@@ -445,6 +461,7 @@ def _at_limit(loop: Settings, run: Run, request: ModelRequest) -> Machine[ReActR
         tool_choice="none",
         max_tokens=loop.max_tokens,
         output=request.output,
+        role=request.role,
     )
     target = spec.target if spec is not None else None
     response = yield from call_model(loop.model, final, run.totals, LOOP, run.run_id, output=target)

@@ -15,6 +15,7 @@ import pydantic
 from pydantic_core import to_jsonable_python
 
 from agentloops.errors import raise_for_stop
+from agentloops.events import Record
 from agentloops.messages import (
     Message,
     SubRun,
@@ -49,7 +50,7 @@ ReActStopReason = Literal[
 
 
 @dataclass(frozen=True, kw_only=True)
-class ReActResult:
+class ReActResult(Record):
     """What a ReAct run produced. Nothing is lost when it stops short of an answer."""
 
     answer: str

@@ -10,6 +10,7 @@ from decimal import Decimal
 from typing import Any, Literal
 
 from agentloops.errors import raise_for_stop
+from agentloops.events import Record
 from agentloops.messages import SubRun, ToolOutcome
 from agentloops.rewoo.schema import ReWOOPlan
 from agentloops.usage import Usage
@@ -31,7 +32,7 @@ ReWOOStopReason = Literal[
 
 
 @dataclass(frozen=True, kw_only=True)
-class ReWOOResult:
+class ReWOOResult(Record):
     """What a ReWOO run produced. An error raised by a run carries one as `.result`."""
 
     answer: str

@@ -36,7 +36,7 @@ from agentloops._validation import field_errors
 from agentloops.errors import ConfigurationError, ModelRetry
 from agentloops.messages import ToolCall, ToolOutcome, _outcome
 from agentloops.model import ToolSpec
-from agentloops.tools._runtime import TimedOut, ToolRuntime
+from agentloops.tools._runtime import TimedOut, ToolRuntime, own_cancel
 from agentloops.tools._schema import arguments_model, is_async
 from agentloops.tools._text import capped, describe, to_text
 
@@ -546,7 +546,8 @@ class ToolRegistry:
 
         An `async def` tool runs to completion here (on a fresh event loop; under a
         running loop, in a helper thread: from async code use `acall`). Exceptions that
-        are not `Exception`s (KeyboardInterrupt, SystemExit) propagate.
+        are not `Exception`s (KeyboardInterrupt, SystemExit) propagate, except a
+        `CancelledError` out of an async tool, which nobody here cancelled: its failure.
 
         `key` is the call's idempotency key: what `idempotency_key()` returns while the
         tool runs (the one place it is set; a loop's drivers give it).
@@ -566,6 +567,10 @@ class ToolRegistry:
                 value = t._runtime.run(t.fn, kwargs, t.timeout)
         except Exception as exc:
             return self._failed(t, exc, start)
+        except BaseException as exc:  # an interrupt ends the run; a stray cancel is the tool's
+            if not own_cancel(exc):
+                raise
+            return self._failed(t, exc, start)
         finally:
             if token is not None:
                 _CALL_KEY.reset(token)
@@ -581,6 +586,9 @@ class ToolRegistry:
 
         The same rules (and `key`) as `call`; cancelling the caller cancels an async tool,
         and `CancelledError` propagates (a sync tool's thread runs on, counted as abandoned).
+        A `CancelledError` the tool raises itself, the caller not being cancelled (it
+        awaited something someone else cancelled), is the tool's failure, an error outcome
+        (on Python 3.11 and later; 3.10 cannot tell the two apart and propagates it).
         """
         start = time.perf_counter()
         ready = self._prepare(name, args, start)
@@ -596,6 +604,10 @@ class ToolRegistry:
             else:
                 value = await t._runtime.arun_in_thread(t.fn, kwargs, t.timeout)
         except Exception as exc:
+            return self._failed(t, exc, start)
+        except BaseException as exc:  # the caller's cancellation propagates; the tool's own
+            if not own_cancel(exc):  # (it awaited something someone cancelled) is its failure
+                raise
             return self._failed(t, exc, start)
         finally:
             if token is not None:
@@ -640,13 +652,16 @@ class ToolRegistry:
             )
         return t, kwargs
 
-    def _failed(self, t: Tool, exc: Exception, start: float) -> ToolOutcome:
+    def _failed(self, t: Tool, exc: BaseException, start: float) -> ToolOutcome:
         if isinstance(exc, ModelRetry):  # a message to the model, not a failure to describe
             text = capped(str(exc.message), self.max_output_chars)
             return _outcome(text, True, time.perf_counter() - start, True)
         if isinstance(exc, TimedOut):
             waited = " waiting for its earlier call to finish" if exc.waiting else ""
             return self._error(f"{t.name!r} timed out after {t.timeout} s{waited}", start)
+        if not isinstance(exc, Exception):  # a CancelledError of its own (`own_cancel`)
+            why = f"{describe(exc, self.max_output_chars)} (something it awaited was cancelled)"
+            return self._error(f"{t.name!r} failed: {why}", start)
         return self._error(f"{t.name!r} failed: {describe(exc, self.max_output_chars)}", start)
 
     def _finished(self, t: Tool, value: Any, start: float) -> ToolOutcome:

@@ -31,6 +31,26 @@ class TimedOut(Exception):
         self.waiting = waiting
 
 
+def own_cancel(exc: BaseException) -> bool:
+    """Whether `exc` is a `CancelledError` the awaited code raised itself (it awaited
+    something that someone else cancelled), not the cancellation of the task awaiting it.
+
+    The task's own cancellation is told by `Task.cancelling()` (Python 3.11); on 3.10,
+    which cannot tell them apart, every `CancelledError` is taken as the task's own.
+    """
+    import sys
+
+    asyncio = sys.modules.get("asyncio")  # no asyncio loaded: nothing can be cancelled
+    if asyncio is None or not isinstance(exc, asyncio.CancelledError):
+        return False
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no event loop in this thread: no task of ours was cancelled
+        return True
+    cancelling = getattr(task, "cancelling", None)
+    return task is None or (cancelling is not None and cancelling() == 0)
+
+
 class _Gate:
     """One call at a time, for threads and event loops alike (FIFO hand-over)."""
 

@@ -9,6 +9,7 @@ import threading
 from typing import Any
 
 import pytest
+from _cancel_helpers import shaky
 
 from agentloops import (
     Event,
@@ -267,3 +268,97 @@ async def test_cancelling_while_the_lease_is_taken_leaves_no_lease_behind(how: s
     info = store.run_info("r1")
     assert not info.leased and info.holder is None  # given back, not left to lapse in 300 s
     assert loop.model.calls == 0  # type: ignore[attr-defined]
+
+
+# -- a tool's own CancelledError is its failure; the run's own cancellation propagates ------
+
+
+@tool
+async def steady() -> str:
+    """Answers after a moment."""
+    await asyncio.sleep(0.01)
+    return "steady"
+
+
+def _results(model: ScriptedModel, turn: int = 1) -> dict[str, Any]:
+    last = model.requests[turn].messages[-1]
+    return {r.call_id: r for r in last.tool_results}
+
+
+@pytest.mark.parametrize("calls", [["shaky", "steady"], ["shaky"]], ids=["parallel", "alone"])
+async def test_a_tools_own_cancelled_error_is_its_failure_in_a_react_run(calls: list[str]) -> None:
+    model = ScriptedModel([use_tools(*((name, {}) for name in calls)), "coped"])
+    result = await asyncio.wait_for(ReActLoop(model, [shaky, steady]).arun("q"), 10)
+    assert result.answer == "coped" and result.tool_calls == len(calls)
+    results = list(_results(model).values())
+    assert results[0].is_error and "CancelledError" in results[0].content
+    assert [r.content for r in results[1:]] == ["steady"] * (len(calls) - 1)
+
+
+async def test_a_tools_own_cancelled_error_is_its_failure_in_a_rewoo_run() -> None:
+    plan = {
+        "steps": [
+            {"step_id": "#E1", "description": "a", "tool_name": "shaky", "tool_args": {}},
+            {"step_id": "#E2", "description": "b", "tool_name": "steady", "tool_args": {}},
+        ]
+    }
+    model = ScriptedModel([respond_structured(plan), "coped"])
+    result = await asyncio.wait_for(ReWOOPipeline(model, [shaky, steady]).arun("q"), 10)
+    assert result.answer == "coped"
+    assert result.evidence["#E1"].is_error and "CancelledError" in result.evidence["#E1"].content
+    assert result.evidence["#E2"].content == "steady"
+
+
+async def test_a_durable_run_whose_tool_raises_cancelled_error_finishes_and_frees_its_lease() -> (
+    None
+):
+    from agentloops.journal import MemoryStore
+
+    store = MemoryStore()
+    model = ScriptedModel([use_tools(("shaky", {}), ("steady", {})), "coped"])
+    loop = ReActLoop(model, [shaky, steady], store=store)
+    result = await asyncio.wait_for(loop.arun("q", run_id="r1"), 10)
+    assert result.answer == "coped"
+    info = store.run_info("r1")
+    assert info.status == "finished" and not info.leased
+
+
+async def test_cancelling_arun_during_parallel_async_tools_still_cancels_them() -> None:
+    started, cancelled = [], []
+
+    @tool
+    async def wait() -> str:
+        """Waits a long time."""
+        started.append(1)
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.append(1)
+            raise
+        return "late"  # pragma: no cover
+
+    model = ScriptedModel([use_tools(("wait", {}), ("wait", {})), "never"])
+    task = asyncio.create_task(ReActLoop(model, [wait]).arun("q"))
+    while len(started) < 2:
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 5)
+    assert len(cancelled) == 2 and model.calls == 1
+
+
+async def test_a_tool_that_cancels_its_own_task_in_a_parallel_turn_fails_that_call() -> None:
+    @tool
+    async def quits() -> str:
+        """Cancels the task it runs in (in a parallel turn, the call's own task)."""
+        task = asyncio.current_task()
+        assert task is not None
+        task.cancel()
+        await asyncio.sleep(1)
+        return "never"  # pragma: no cover
+
+    model = ScriptedModel([use_tools(("quits", {}), ("steady", {})), "coped"])
+    result = await asyncio.wait_for(ReActLoop(model, [quits, steady]).arun("q"), 10)
+    first, second = _results(model).values()
+    assert result.answer == "coped" and second.content == "steady"
+    assert first.is_error and "cancelled, not by this run" in first.content

@@ -256,7 +256,7 @@ def comparable(effect: Effect) -> Any:
         return ("start", effect.call)
     if isinstance(effect, Emit):
         fields = event_to_dict(effect.event)
-        return {k: v for k, v in fields.items() if k not in ("at", "seconds")}
+        return {k: v for k, v in fields.items() if k not in ("at", "ts", "seconds")}
     return type(effect).__name__
 
 

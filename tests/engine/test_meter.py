@@ -99,7 +99,7 @@ def test_events_carry_each_calls_cost_and_role(ReActLoop: Any, tmp_path: Any) ->
         "go"
     )
     finished = [e for e in events if isinstance(e, ModelCallFinished)]
-    assert [(e.cost, e.role) for e in finished] == [(Decimal(5), ""), (Decimal(5), "")]
+    assert [(e.cost, e.role) for e in finished] == [(Decimal(5), "react"), (Decimal(5), "react")]
     with JSONLSink(tmp_path / "events.jsonl") as sink:
         sink(finished[0])
     assert '"cost": "5"' in (tmp_path / "events.jsonl").read_text()  # exact, as text
@@ -129,7 +129,7 @@ def test_plan_and_execute_reports_the_cost_per_role(PlanAndExecute: Any) -> None
     result = PlanAndExecute(model, [lookup], price=DOLLAR_A_TOKEN).run("go")
     assert result.answer == "report"
     assert result.cost == 20
-    assert result.cost_by_role == {"planner": 5, "react": 10, "reporter": 5}
+    assert result.cost_by_role == {"planner": 5, "executor": 10, "reporter": 5}
 
 
 # -- max_cost --------------------------------------------------------------------------------
@@ -181,7 +181,7 @@ def test_max_cost_holds_across_a_plan_and_execute_runs_steps(PlanAndExecute: Any
     result = PlanAndExecute(model, [lookup], price=DOLLAR_A_TOKEN, max_cost=20).run("go")
     assert result.stop_reason == "budget"
     assert model.calls == 4
-    assert result.cost == 20 and result.cost_by_role == {"planner": 5, "react": 15}
+    assert result.cost == 20 and result.cost_by_role == {"planner": 5, "executor": 15}
     assert result.step_status[0] == "done" and result.step_results[0] == "done"
 
 
@@ -367,7 +367,7 @@ def test_compare_reports_cost_per_run_and_per_role(tmp_path: Any) -> None:
     )
     react_s, pe_s, none_s = result.summaries()
     assert react_s.cost == 20 and react_s.cost_per_attempt == 10  # two runs of two calls
-    assert pe_s.cost_by_role == {"planner": 10, "react": 10, "reporter": 10}
+    assert pe_s.cost_by_role == {"planner": 10, "executor": 10, "reporter": 10}
     assert none_s.cost is None and none_s.cost_per_attempt is None
     assert result.attempts[0].cost == 10
     table = result.table()

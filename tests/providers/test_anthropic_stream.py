@@ -38,9 +38,11 @@ from agentloops import (
     AnthropicModel,
     ConfigurationError,
     Message,
+    ModelCallFinished,
     ModelError,
     ModelRequest,
     ModelResponse,
+    ReActLoop,
     RedactedThinking,
     Text,
     TextDelta,
@@ -199,6 +201,32 @@ async def test_pings_and_unknown_events_are_ignored(messages_route: respx.Route,
     messages_route.mock(return_value=sse(*events))
     items = await stream(make_model(), ask(), mode)
     assert items[-1].message.text == "hello"
+
+
+@MODES
+async def test_a_message_delta_without_usage_keeps_the_reply_and_says_so(
+    messages_route: respx.Route, mode: str
+) -> None:
+    events = as_events(reply_body(text("hello"), usage={"input_tokens": 12, "output_tokens": 3}))
+    [delta] = [e for e in events if e["type"] == "message_delta"]
+    del delta["usage"]  # a gateway that leaves it out
+    messages_route.mock(return_value=sse(*events))
+    final = (await stream(make_model(), ask(), mode))[-1]
+    assert final.message.text == "hello" and final.stop_reason == "end_turn"
+    assert not final.usage_reported
+    assert final.usage == Usage(input_tokens=12, output_tokens=1)  # message_start's counts
+
+    messages_route.mock(return_value=sse(*events))
+    items = list(ReActLoop(make_model(), []).stream("q"))  # the caller sees it in the event
+    assert items[-1].answer == "hello"
+    [finished] = [e for e in items if isinstance(e, ModelCallFinished)]
+    assert finished.usage_reported is False
+
+
+async def test_a_message_delta_with_usage_is_reported(messages_route: respx.Route) -> None:
+    messages_route.mock(return_value=sse(*as_events(reply_body(text("hello")))))
+    final = [item async for item in make_model().astream(ask())][-1]
+    assert final.usage_reported and final.usage.output_tokens == 5
 
 
 @MODES

@@ -217,7 +217,7 @@ def test_a_stream_that_fails_mid_way_does_not_fall_back() -> None:
     with pytest.raises(ModelError, match="Overloaded"):
         for item in FallbackModel([Breaks(), second]).stream(REQUEST):
             got.append(item)
-    assert got == [TextDelta(text="Par", at=got[0].at)]
+    assert got == [TextDelta(text="Par", at=got[0].at, ts=got[0].ts)]
     assert second.calls == 0
 
 

@@ -9,6 +9,7 @@ import time
 from typing import Any, Literal
 
 import pytest
+from _cancel_helpers import shaky
 
 from agentloops import Tool, ToolOutcome, ToolRegistry, tool
 
@@ -285,3 +286,15 @@ async def test_cancelling_a_timed_async_call_cancels_the_tool():
 async def test_call_under_a_running_loop_still_turns_failures_into_outcomes():
     outcome = ToolRegistry([boom]).call("boom", {"size": 2})
     assert outcome.is_error and outcome.content == "'boom' failed: ValueError: xx"
+
+
+@pytest.mark.parametrize("how", ["call", "acall"])
+async def test_a_cancelled_error_the_tool_raises_itself_is_its_failure(how):
+    registry = ToolRegistry([shaky])
+    if how == "call":  # an async tool from sync code: on a helper thread's event loop
+        outcome = await asyncio.to_thread(registry.call, "shaky", {})
+    else:
+        outcome = await registry.acall("shaky", {})
+    assert outcome.is_error
+    assert outcome.content.startswith("'shaky' failed: CancelledError")
+    assert "something it awaited was cancelled" in outcome.content

@@ -155,6 +155,7 @@ async def test_ids_and_names_repeated_in_every_chunk_are_taken_once(server, mode
     final = (await drain(model, ask(), way))[-1]
     assert final.message.tool_calls == [ToolCall("call__0_weather", "weather", {"city": "Lima"})]
     assert final.usage == Usage()  # that server sends no usage chunk
+    assert not final.usage_reported  # and the response says so
 
 
 async def test_calls_without_an_index_are_told_apart_by_id(server, model, way):
@@ -169,6 +170,32 @@ async def test_calls_without_an_index_are_told_apart_by_id(server, model, way):
     ]
     final = (await drain(model, ask(), way))[-1]
     assert [c.args["city"] for c in final.message.tool_calls] == ["Oslo", "Rome"]
+
+
+async def test_a_new_id_on_a_reused_index_is_a_second_call_not_a_merged_one(server, model, way):
+    """A server that numbers every call 0: the second call is kept, apart from the first."""
+    server.side_effect = [
+        sse(
+            fragment(0, '{"city": ', id="c1", name="weather"),
+            fragment(0, '"Oslo"}'),
+            fragment(0, '{"city": ', id="c2", name="weather"),
+            fragment(0, '"Rome"}'),
+            fragment(1, '{"city": "Lima"}', id="c3", name="weather"),
+            chunk(finish="tool_calls"),
+            "[DONE]",
+        )
+    ]
+    items = await drain(model, ask(), way)
+    final = items[-1]
+    assert final.message.tool_calls == [
+        ToolCall("c1", "weather", {"city": "Oslo"}),
+        ToolCall("c2", "weather", {"city": "Rome"}),
+        ToolCall("c3", "weather", {"city": "Lima"}),
+    ]
+    deltas = [d for d in items if isinstance(d, ToolCallDelta)]
+    assert [(d.index, d.call_id) for d in deltas if d.call_id] == [(0, "c1"), (1, "c2"), (2, "c3")]
+    joined = {i: "".join(d.arguments for d in deltas if d.index == i) for i in (0, 1, 2)}
+    assert joined == {0: '{"city": "Oslo"}', 1: '{"city": "Rome"}', 2: '{"city": "Lima"}'}
 
 
 async def test_a_call_id_already_in_the_transcript_is_renamed_in_the_delta_too(server, model, way):

@@ -399,7 +399,7 @@ def _run_calls(loop: Settings, run: Run, calls: list[ToolCall]) -> Machine[list[
         return [_answer(loop, run, call, outcome)]
     outcomes: dict[str, ToolOutcome] = {}
     run.turn = outcomes
-    yield from run_tools(calls, loop.max_parallel_tools, LOOP, run.run_id, outcomes)
+    yield from run_tools(calls, loop.max_parallel_tools, LOOP, run.run_id, outcomes=outcomes)
     run.turn = None
     run.totals.tool_calls += len(calls)
     return [_answer(loop, run, c, outcomes[c.id]) for c in calls]

@@ -223,6 +223,10 @@ def _lifecycle(
             return exc.result  # type: ignore[no-any-return]
         came, run.turn = run.turn or {}, None  # a turn cut short: what came back is held
         run.totals.tool_calls += len(came)
+        for o in came.values():  # a sub-run that came back: what it spent is the run's
+            if o.run is not None:
+                run.totals.absorb(o.run)
+                run.subruns.append(o.run)
         held = [_tool_result(i, o.content, o.is_error) for i, o in came.items()]
         return _result(run, "error", f"{type(exc).__name__}: {exc}", held=held)
 
@@ -397,12 +401,19 @@ def _run_calls(loop: Settings, run: Run, calls: list[ToolCall]) -> Machine[list[
         _, outcome = yield run.next_tool
         run.totals.tool_calls += 1
         return [_answer(loop, run, call, outcome)]
+    outcomes = yield from _turn(loop, run, calls)
+    return [_answer(loop, run, c, outcomes[c.id]) for c in calls]
+
+
+def _turn(loop: Settings, run: Run, calls: list[ToolCall]) -> Machine[dict[str, ToolOutcome]]:
+    """Run a turn's calls, counting them; their outcomes are held in `run.turn` as they
+    come back, so a run failing part-way (a failed sink) keeps them."""
     outcomes: dict[str, ToolOutcome] = {}
     run.turn = outcomes
     yield from run_tools(calls, loop.max_parallel_tools, LOOP, run.run_id, outcomes=outcomes)
     run.turn = None
     run.totals.tool_calls += len(calls)
-    return [_answer(loop, run, c, outcomes[c.id]) for c in calls]
+    return outcomes
 
 
 def _run_hosting(
@@ -410,8 +421,7 @@ def _run_hosting(
 ) -> Machine[tuple[list[ToolResult], list[SubRun]]]:
     """`_run_calls` for a loop with agent tools: each sub-run's spending rolls up into the
     run's, and a paused one's call gets no result yet (it is returned, waiting)."""
-    outcomes = yield from run_tools(calls, loop.max_parallel_tools, LOOP, run.run_id)
-    run.totals.tool_calls += len(calls)
+    outcomes = yield from _turn(loop, run, calls)
     return _nesting.collected(
         run.subruns, run.totals, calls, outcomes, lambda c, o: _answer(loop, run, c, o)
     )

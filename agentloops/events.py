@@ -23,6 +23,7 @@ from agentloops.errors import RecordWriteError
 from agentloops.messages import (
     Block,
     Message,
+    SubRun,
     ToolCall,
     ToolOutcome,
     block_to_dict,
@@ -251,6 +252,8 @@ def _plain(value: Any) -> Any:
         if value.run is not None:
             data["run"] = subrun_to_dict(value.run)
         return data
+    if isinstance(value, SubRun):
+        return subrun_to_dict(value)
     if isinstance(value, Block):
         return block_to_dict(value)
     if isinstance(value, Message):

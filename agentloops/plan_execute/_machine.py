@@ -239,6 +239,7 @@ class _Run:
                 step = state.steps[i]
                 step.usage, step.model_calls = exc.result.usage, exc.result.model_calls
                 step.tool_calls = exc.result.tool_calls
+                step.subruns = list(exc.result.subruns)  # their spending is in the step's
             stop: PlanStopReason = (
                 "invalid_plan" if isinstance(exc, PlanValidationError) else "error"
             )

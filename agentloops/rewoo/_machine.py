@@ -82,7 +82,10 @@ def machine(
     def partial(exc: AgentLoopsError) -> ReWOOResult:
         # ToolStepFailed is raised with its result already built.
         stop: ReWOOStopReason = "invalid_plan" if isinstance(exc, PlanValidationError) else "error"
-        return exc.result or _result(run, "", stop, str(exc))
+        if exc.result is not None:
+            return exc.result  # type: ignore[no-any-return]
+        _count_subruns(run)  # a run stopped mid-plan (a failed sink): what came back counts
+        return _result(run, "", stop, str(exc))
 
     return lifecycle(
         _loop(p, run, task, observed),
@@ -181,12 +184,19 @@ def work(p: Settings, run: Run, plan: ReWOOPlan, observed: bool) -> Machine[Work
         progress=run.evidence,
     )
     run.evidence, run.skipped = done.evidence, done.skipped
-    for outcome in done.evidence.values():  # agent tools' sub-runs: what they spent counts
+    _count_subruns(run)
+    return done
+
+
+def _count_subruns(run: Run) -> None:
+    """Agent tools' sub-runs in the evidence: what each spent counts, once, and the run
+    lists it."""
+    known = {id(s) for s in run.subruns}
+    for outcome in run.evidence.values():
         sub = outcome.run
-        if sub is not None:
+        if sub is not None and id(sub) not in known:
             run.totals.absorb(sub)
             run.subruns.append(sub)
-    return done
 
 
 def aborted(run: Run, step_id: str) -> ToolStepFailed:

@@ -131,3 +131,19 @@ def test_sub_run_events_carry_their_parent_a_ts_and_their_requests_role(
     data = json.loads(result.to_json())  # a result with sub-runs is JSON, each as its dict
     (run,) = data["subruns"]
     assert (run["name"], run["run_id"], run["stop_reason"]) == ("sub", "top:outer_1", "answered")
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+@pytest.mark.parametrize("outer", KINDS)
+def test_a_sink_failing_after_a_sub_run_came_back_counts_it_in_each_kind(
+    outer: str, driver: str
+) -> None:
+    sub = sub_loop("react").as_tool("sub", "Adds numbers.")
+    sink = FailsAt(lambda e: isinstance(e, ToolCallFinished) and e.name == "sub")
+    with pytest.raises(RecordWriteError) as info:
+        drive(parent_loop(outer, sub, on_event=sink), TASK, driver, run_id="top")
+    result = info.value.result
+    (run,) = result.subruns
+    assert (run.stop_reason, run.model_calls) == ("answered", 2)
+    before = {"react": 1, "rewoo": 1, "pe": 2}[outer]  # the caller's own calls until then
+    assert result.model_calls == before + 2

@@ -24,6 +24,7 @@ from agentloops.errors import (
     ConfigurationError,
     ContextWindowExceeded,
     DeadlineExceeded,
+    DecisionRefused,
     EmptyReply,
     HandoffCycle,
     InvalidOutput,
@@ -117,11 +118,13 @@ __version__ = "0.1.0"
 """The installed version; the build reads it from here (pyproject.toml, `[tool.hatch.version]`)."""
 
 if _typing.TYPE_CHECKING:  # pragma: no cover
-    from agentloops.batch import BatchItem, run_many
+    from agentloops.batch import BatchItem, DurableItem, run_many
     from agentloops.cassettes import Cassette, CassetteMismatch, CassetteRecorder
     from agentloops.checkpoint import Checkpointer, MemoryCheckpointer, SQLiteCheckpointer
     from agentloops.comparison import Attempt, Comparison, LoopFactory, LoopSummary, compare
+    from agentloops.engine.decisions import Waiting, decide, waiting
     from agentloops.evaluator import Evaluator, Verdict
+    from agentloops.events.replay import EventReplay, replay_events
     from agentloops.journal import (
         JournalRecord,
         Lease,
@@ -152,6 +155,7 @@ _LAZY = {
     "RateLimiter": "agentloops.providers.limiter",
     "RetryPolicy": "agentloops.providers.retry",
     "BatchItem": "agentloops.batch",
+    "DurableItem": "agentloops.batch",
     "Cassette": "agentloops.cassettes",
     "CassetteMismatch": "agentloops.cassettes",
     "CassetteRecorder": "agentloops.cassettes",
@@ -165,6 +169,11 @@ _LAZY = {
     "LoopSummary": "agentloops.comparison",
     "compare": "agentloops.comparison",
     "Evaluator": "agentloops.evaluator",
+    "EventReplay": "agentloops.events.replay",
+    "replay_events": "agentloops.events.replay",
+    "Waiting": "agentloops.engine.decisions",
+    "decide": "agentloops.engine.decisions",
+    "waiting": "agentloops.engine.decisions",
     "JournalRecord": "agentloops.journal",
     "Lease": "agentloops.journal",
     "LeaseKeeper": "agentloops.journal",
@@ -229,10 +238,13 @@ __all__ = [
     "ContextWindowExceeded",
     "DeadlineExceeded",
     "Decision",
+    "DecisionRefused",
     "DoubtPolicy",
+    "DurableItem",
     "EmptyReply",
     "Evaluator",
     "Event",
+    "EventReplay",
     "EventSink",
     "FallbackModel",
     "Handoff",
@@ -323,15 +335,19 @@ __all__ = [
     "TranscriptError",
     "Usage",
     "Verdict",
+    "Waiting",
     "aask_structured",
     "ask_structured",
     "ask_text",
     "compare",
+    "decide",
     "event_to_dict",
     "idempotency_key",
     "output_schema",
+    "replay_events",
     "run_many",
     "tool",
     "validate_plan",
     "validate_transcript",
+    "waiting",
 ]

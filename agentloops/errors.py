@@ -2,6 +2,7 @@
 
     AgentLoopsError                 root; `.result` holds the partial run when there is one
     ├── ConfigurationError          the caller's mistake, raised before anything runs
+    │   └── DecisionRefused         a decision of the wrong kind, for no call, or contradicted
     ├── ModelError                  the provider failed after its retries (`.kind`, `.status`)
     │   └── ContextWindowExceeded   the prompt does not fit the model's context window
     ├── ModelOutputError            structured output still invalid after retries (`.raw`)
@@ -57,6 +58,17 @@ class AgentLoopsError(Exception):
 
 class ConfigurationError(AgentLoopsError, ValueError):
     """The caller's mistake: a bad limit, a duplicate tool, an unknown call id."""
+
+
+class DecisionRefused(ConfigurationError):
+    """A decision on a durable run's call that cannot be recorded: no such call waits, a
+    contradicting decision is on record, or it is the wrong kind of decision (an approval
+    for a call in doubt, or "rerun" for a call waiting for approval). Nothing was written."""
+
+    def __init__(self, message: str, *, run_id: str = "", call_id: str = ""):
+        super().__init__(message)
+        self.run_id = run_id
+        self.call_id = call_id
 
 
 def check_limits(**limits: tuple[int | None, int]) -> None:
@@ -314,7 +326,7 @@ class ApprovalRequired(RunError):
 class CallInDoubt(RunError):
     """A durable run stopped at a tool call that started before an interruption and whose
     outcome was never recorded, because its tool may not simply run again (`on_doubt`).
-    `.calls` holds the calls; `resume(run_id, {call_id: True or False})` decides."""
+    `.calls` holds the calls; `resume(run_id, {call_id: "rerun" or "skip"})` decides."""
 
     def __init__(self, message: str, *, calls: list[Any], policy: str = "ask", result: Any = None):
         super().__init__(message, result=result)

@@ -34,6 +34,7 @@ SCRIPTS = (
     "durability.py",
     "journal_checks.py",
     "mcp_overhead.py",
+    "follow.py",
 )
 QUICK = {
     "react_overhead.py",
@@ -43,6 +44,7 @@ QUICK = {
     "limiter.py",
     "durability.py",
     "mcp_overhead.py",
+    "follow.py",
 }
 """The scripts that take `--quick`."""
 BUDGET_SECONDS = 720

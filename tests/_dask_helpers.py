@@ -78,3 +78,49 @@ def script_made_tool(monkeypatch: Any) -> Tool:
     made = Tool.from_function(script_lookup, name="lookup")
     monkeypatch.setattr(sys.modules["__main__"], "agentloops_test_lookup", made, raising=False)
     return made
+
+
+# -- durable items (run_many(..., store=...)) ----------------------------------------------
+
+
+def _ledger_line(path: str, line: dict[str, Any]) -> None:
+    """One whole line per write (O_APPEND): lines from every process stay whole."""
+    import json
+
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (json.dumps(line) + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+def durable_item(task: dict[str, Any], item: Any) -> str:
+    """One durable ReAct run of two tool calls. The item named `task["kill"]` kills its
+    worker process on its second model call, the first time (a marker file says it did):
+    its first tool call is on record by then, and must not run again."""
+    import signal
+
+    from agentloops import Message, ModelResponse, ToolCall, idempotency_key
+    from agentloops.testing import FunctionModel
+
+    n, where = task["n"], task["dir"]
+
+    @tool
+    def credit(step: int) -> str:
+        """Credit one step (written to the ledger, with its idempotency key)."""
+        _ledger_line(f"{where}/ledger.jsonl", {"key": idempotency_key(), "pid": os.getpid()})
+        return f"credited {n}.{step}"
+
+    def answer(request: Any) -> Any:
+        done = sum(len(m.tool_results) for m in request.messages)
+        marker = f"{where}/killed-{n}"
+        if done == 1 and task.get("kill") == n and not os.path.exists(marker):
+            open(marker, "w").close()
+            os.kill(os.getpid(), signal.SIGKILL)  # the worker dies mid-item
+        if done < 2:
+            call = ToolCall(f"c{n}-{done + 1}", "credit", {"step": done + 1})
+            return ModelResponse(Message("assistant", (call,)), "tool_use")
+        return f"item {n} done in process {os.getpid()}"
+
+    loop = ReActLoop(FunctionModel(answer), [credit], store=item.store, lease_ttl=1.0)
+    return str(item.drive(loop, f"Item {n}").answer)

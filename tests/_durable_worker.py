@@ -118,6 +118,7 @@ class Counting:
         with job.lock:
             job.writes.append(len(entries))
             n = len(job.writes)
+        job.log(event="write", n=n, records=len(entries))  # its size: milestones vary it
         job.die_at("write", n, "before")
         written = self._store.append_many(lease, entries, **options)
         job.die_at("write", n, "after")
@@ -352,7 +353,7 @@ def summary(loop: str, result: Any) -> dict[str, Any]:
     }
 
 
-def drive(loop: Any, spec: dict[str, Any], decisions: dict[str, bool] | None) -> Any:
+def drive(loop: Any, spec: dict[str, Any], decisions: dict[str, Any] | None) -> Any:
     """`run` or `resume` the loop, on the sync driver or (`"driver": "async"`) asyncio's."""
     task = spec.get("task") or TASK
     if spec.get("driver") == "async":
@@ -368,7 +369,7 @@ def run_job(spec: dict[str, Any], backend: str, target: str) -> dict[str, Any]:
     """Run one job (`op` "run" or "resume") to its end; the outcome as JSON.
 
     A resume waits (retrying every 100 ms) while the run is leased, for up to `wait` seconds,
-    and answers a `CallInDoubt` with True for every call in doubt when `answer_doubt`.
+    and answers a `CallInDoubt` with "rerun" for every call in doubt when `answer_doubt`.
     """
     job = Job(spec)
     store: RunStore = SQLiteStore(target) if backend == "sqlite" else PostgresStore(target)
@@ -395,7 +396,7 @@ def run_job(spec: dict[str, Any], backend: str, target: str) -> dict[str, Any]:
             ids = [c.id for c in exc.calls]
             if spec.get("answer_doubt") and not decisions:
                 doubts += ids
-                decisions = {i: True for i in ids}
+                decisions = {i: "rerun" for i in ids}
                 continue
             out = {"error": "CallInDoubt", "message": str(exc), "calls": ids}
             break

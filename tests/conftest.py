@@ -86,11 +86,17 @@ def instant_analyst_tools(tmp_path: Path) -> Iterator[object]:
 #
 # A test that takes `ReActLoop` (or `ReWOOPipeline`, `PlanAndExecute`, `Router`,
 # `Evaluator`) as a parameter runs twice: once with the class itself, once with a subclass
-# whose `run`, `resume`, `route` and `evaluate` drive `arun`, `aresume`, `aroute` and
-# `aevaluate` on a fresh event loop. The parameter shadows the imported name, so the test
-# body reads the same under both drivers.
+# whose `run`, `resume`, `fork`, `route` and `evaluate` drive `arun`, `aresume`, `afork`,
+# `aroute` and `aevaluate` on a fresh event loop. The parameter shadows the imported name,
+# so the test body reads the same under both drivers.
 
-_ASYNC_TWINS = {"run": "arun", "resume": "aresume", "route": "aroute", "evaluate": "aevaluate"}
+_ASYNC_TWINS = {
+    "run": "arun",
+    "resume": "aresume",
+    "fork": "afork",
+    "route": "aroute",
+    "evaluate": "aevaluate",
+}
 
 
 def _driven_by_asyncio(cls: type) -> type:

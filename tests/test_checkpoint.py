@@ -50,7 +50,7 @@ def test_checkpointer_is_another_spelling_of_store(tmp_path: Path) -> None:
     assert agent.run("What?", run_id="r").answer == "It is 42."
     info = store.run_info("r")  # journaled, as with store=
     assert (info.kind, info.status, info.meta["task"]) == ("plan_execute", "finished", "What?")
-    assert [r.kind for r in store.read("r")] == ["model", "model", "model", "result"]
+    assert [r.kind for r in store.read("r") if r.kind != "event"] == ["model"] * 3 + ["result"]
     with pytest.raises(ConfigurationError, match="not both"):
         PlanAndExecute(ScriptedModel([]), store=store, checkpointer=store)
 

@@ -129,3 +129,60 @@ def test_a_tool_from_the_script_being_run_is_refused_before_submission(executor,
     work = functools.partial(helpers.run_with_tools, tools=[lookup])
     with pytest.raises(ConfigurationError, match="item 0: tool 'lookup'"):
         run_many(work, [1], executor=executor)
+
+
+# -- durable items: a worker killed mid-item ------------------------------------------------
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def shared_store(request, tmp_path):
+    """A store the worker processes reach: a SQLite file, or PostgreSQL."""
+    from agentloops import PostgresStore, SQLiteStore
+
+    if request.param == "sqlite":
+        with SQLiteStore(tmp_path / "runs.db") as store:
+            yield store
+        return
+    with PostgresStore(request.getfixturevalue("postgres_conninfo")) as store:
+        with store.connect(autocommit=True) as conn:
+            conn.execute("TRUNCATE agentloops_runs, agentloops_journal")
+        yield store
+
+
+def test_a_worker_killed_mid_item_leaves_it_to_be_resumed_with_no_tool_call_repeated(
+    executor, shared_store, tmp_path
+):
+    import json
+
+    tasks = [{"n": n, "dir": str(tmp_path), "kill": 2} for n in range(4)]
+    items = run_many(
+        helpers.durable_item, tasks, executor=executor, store=shared_store, key=_item_id
+    )
+    assert [it.error for it in items] == [None] * 4, [it.error for it in items]
+    assert [it.output.split(" in ")[0] for it in items] == [f"item {n} done" for n in range(4)]
+    assert (tmp_path / "killed-2").exists()  # the worker did die mid-item 2
+    ledger = [json.loads(line) for line in (tmp_path / "ledger.jsonl").read_text().splitlines()]
+    keys = [line["key"].split("@")[0] for line in ledger]  # without the runs' nonces
+    assert sorted(keys) == sorted(f"item-{n}:c{n}-{s}" for n in range(4) for s in (1, 2))
+    journal = shared_store.read("item-2")
+    # item 2's first call ran once (in the killed worker), recorded once; its second ran
+    # in the attempt that resumed the run from its journal
+    assert [r.kind for r in journal].count("tool_finished") == 2
+    assert all(shared_store.run_info(f"item-{n}").status == "finished" for n in range(4))
+
+    again = run_many(
+        helpers.durable_item, tasks, executor=executor, store=shared_store, key=_item_id
+    )
+    assert [it.output for it in again] == [it.output for it in items]  # from the journals
+    assert len((tmp_path / "ledger.jsonl").read_text().splitlines()) == 8  # nothing ran
+
+
+def _item_id(task):
+    return f"item-{task['n']}"
+
+
+def test_a_memory_store_cannot_be_shared_with_worker_processes(executor):
+    from agentloops import MemoryStore
+
+    with pytest.raises(ConfigurationError, match=r"MemoryStore\(\) lives in this process"):
+        run_many(helpers.durable_item, [{"n": 1}], executor=executor, store=MemoryStore())

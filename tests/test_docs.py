@@ -36,6 +36,7 @@ RUNNABLE = [
     "durability.md",
     "models.md",
     "multi-agent.md",
+    "operations.md",
     "plan-and-execute.md",
     "react.md",
     "rewoo.md",

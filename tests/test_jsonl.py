@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -109,24 +110,31 @@ def test_unreadable_lines_in_the_middle_are_skipped_and_named(tmp_path):
 
 
 @needs_dev_full
-def test_a_full_disk_raises_a_typed_error_with_the_finished_items():
+def test_a_full_disk_raises_a_typed_error_with_every_finished_item_in_memory():
     ran: list[int] = []
-    release = threading.Event()
+    started = threading.Event()
 
     def work(n: int) -> int:
-        if n:  # later runs wait until the error has been raised
-            release.wait(5)
+        if n == 0:
+            started.wait(5)
+        else:  # running when the write of item 0 fails: its work is not thrown away
+            started.set()
+            time.sleep(0.3)
         ran.append(n)
         return n * 10
 
     with pytest.raises(RecordWriteError) as info:
-        run_many(work, range(5), jsonl="/dev/full", max_workers=1)
-    release.set()
+        run_many(work, range(5), jsonl="/dev/full", max_workers=2)
     error = info.value
     assert isinstance(error, OSError) and error.errno == errno.ENOSPC
     assert str(error).startswith("/dev/full: could not write a record:")
-    assert [(it.input, it.output) for it in error.result] == [(0, 0)]
-    assert not {2, 3, 4} & set(ran)  # queued runs were cancelled
+    finished = [(it.input, it.output) for it in error.result]
+    assert finished[:2] == [(0, 0), (1, 10)] and finished in (
+        [(0, 0), (1, 10)],
+        [*finished[:2], (2, 20)],
+    )
+    assert sorted(ran) == [n for n, _ in finished]  # every run that ran is in the result
+    assert not {3, 4} & set(ran)  # queued runs were cancelled
 
 
 def test_a_write_cut_short_by_the_file_size_limit_leaves_only_whole_lines(tmp_path):

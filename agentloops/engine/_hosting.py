@@ -93,12 +93,12 @@ class Job:
         """The sub-run's machine and where its tool calls run (may read and write the store)."""
         effect, tool, loop = self.effect, self.tool, self.tool.loop
         start, parent = effect.start, self.host.session
-        observed = self.observed
         machine: Machine[Any] | None = None
         if parent is not None:
             self.session, machine = self._journaled(parent)
         elif self.alone is not None:
             self.session, machine = self._journaled_alone(self.alone)
+        observed = self._building(self.session is not None)
         if machine is None:
             if start is not None and start.state is not None:
                 machine = loop._sub_resume(start.state, start.decisions or {}, observed=observed)
@@ -121,8 +121,14 @@ class Job:
         host = ToolHost(own.registry, own.executor, node=child, session=self.session)
         if self.session is not None:
             self.session.__enter__()  # the lease keeper starts
-            machine = self.session.journaled(machine, host)
+            machine = self.session.journaled(machine, host, self.observed)
         return machine, host
+
+    def _building(self, journaled: bool) -> bool:
+        """Whether the sub-run's machine emits events: when observed, and when journaled by
+        a loop whose milestones (plans, steps) its journal keeps (`Runner.milestones`),
+        observed or not."""
+        return self.observed or (journaled and bool(self.tool.loop._runner.milestones))
 
     def _journaled(self, parent: sessions.Session) -> tuple[sessions.Session, Machine[Any] | None]:
         """The sub-run's session: begun for a new call, reopened for one met before (then
@@ -154,7 +160,7 @@ class Job:
         except RunNotFound:  # the parent stopped after starting the call, before its run began
             return begin(), None
         try:
-            machine = tool.loop._rebuilt(held.meta, self.run_id, self.observed)
+            machine = tool.loop._rebuilt(held.meta, self.run_id, self._building(True))
         except BaseException:
             held.store.release(held.keeper.lease)
             raise
@@ -181,7 +187,7 @@ class Job:
             alone=True,
         )
         try:
-            machine = tool.loop._rebuilt(held.meta, self.run_id, self.observed)
+            machine = tool.loop._rebuilt(held.meta, self.run_id, self._building(True))
         except BaseException:  # pragma: no cover  (a header this call wrote itself)
             held.store.release(held.keeper.lease)
             raise

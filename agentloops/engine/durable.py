@@ -11,9 +11,9 @@ A call that started but has no recorded outcome is *in doubt* (the process died 
 it). Its tool's `on_doubt` says what happens: "rerun" runs it again with the same
 idempotency key; "ask" and "fail" stop the run with `CallInDoubt` (status "in_doubt":
 waiting for a person; or "failed": an operator's error) until someone decides
-(`resume(run_id, {call_id: True})` runs it again, `False` records it as not run). That
+(`resume(run_id, {call_id: "rerun"})` runs it again, "skip" records it as not run). That
 decision is its own record (`DOUBT`), apart from an approval of the same call: a "yes"
-to running a call once is not a "yes" to running it a second time.
+to running a call once is not a "yes" to running it a second time (`engine.decisions`).
 
 A call of an agent tool is a sub-run with a journal of its own: its start names that run
 (`"subrun"`), and a pause of it is not its outcome (nothing is recorded, so the resumed
@@ -25,6 +25,7 @@ Rule: it wraps any machine; it knows the journal's records, never a loop or a ba
 from __future__ import annotations
 
 import contextlib
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -46,6 +47,7 @@ from agentloops.engine.effects import (
 )
 from agentloops.engine.subruns import paused
 from agentloops.errors import AgentLoopsError, CallInDoubt, CheckpointError, ModelRetry
+from agentloops.events import PlanMade, Replanned, StepFinished, StepStarted, event_to_dict
 from agentloops.journal import Entry, JournalRecord
 from agentloops.messages import ToolCall, ToolOutcome
 from agentloops.tools import ToolRegistry
@@ -62,6 +64,13 @@ CHECKED = "output_checked"
 DOUBT = "doubt_decision"
 """The journal kind of a person's decision on a call in doubt (an approval is "decision")."""
 
+EVENT = "event"
+"""The journal kind of an event no outcome holds (a plan, a step's start and finish, a
+re-plan), kept so that `agentloops.events.replay_events` can show the run again."""
+
+MILESTONES = (PlanMade, Replanned, StepStarted, StepFinished)
+"""The events journaled as `EVENT` records (the others are read from the outcomes)."""
+
 Write = Callable[[list[Entry], str | None], None]
 
 _DECLINED = (
@@ -76,14 +85,17 @@ def journaled(
     write: Write,
     tools: ToolRegistry,
     nonce: str = "",
+    observed: bool = True,
 ) -> Machine[R]:
     """`machine`, replayed from `past` and journaled from there on (see the module doc).
 
     `past` must have been checked (`engine._records.checked`). `nonce` is the run's, from
     its header: it goes into every idempotency key (`idempotency_key`), so a run started
-    later under the same id never repeats a deleted run's keys.
+    later under the same id never repeats a deleted run's keys. `observed`: whether the
+    driver hands events on; when not, the machine may still emit (so its `MILESTONES`
+    are journaled), and its events go no further.
     """
-    replay = _Replay(past, tools, nonce)
+    replay = _Replay(past, tools, nonce, observed)
     pending: list[Entry] = []
     outcome: Any = None
     error: Exception | None = None
@@ -101,7 +113,10 @@ def journaled(
             # "ask": the run waits for a person; "fail" (and any other error): it failed
             asking = isinstance(exc, CallInDoubt) and exc.policy == "ask"
             status = "in_doubt" if asking else "failed"
-            failed = ("failed", {"error": f"{type(exc).__name__}: {exc}"[:2000]})
+            why = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
+            if exc.result is not None:  # the partial result's, for the replayed RunFinished
+                why["stop_reason"] = exc.result.stop_reason
+            failed = ("failed", why)
             with contextlib.suppress(Exception):  # if recording it fails, the first error counts
                 yield Journal(write, [*pending, failed], status)
             raise
@@ -115,11 +130,16 @@ def journaled(
 class _Replay:
     """What the journal already holds for a run, consumed as the machine asks again."""
 
-    def __init__(self, past: Sequence[JournalRecord], tools: ToolRegistry, nonce: str):
+    def __init__(
+        self, past: Sequence[JournalRecord], tools: ToolRegistry, nonce: str, observed: bool
+    ):
         self.tools = tools
         self.nonce = nonce
+        self.observed = observed
         self.models = deque(r for r in past if r.kind == "model")
         self.checks = deque(r for r in past if r.kind == CHECKED)
+        self.events = sum(1 for r in past if r.kind == EVENT)
+        """Journaled events the machine has not emitted again yet in this replay."""
         self.finished = {r.key: r for r in past if r.kind == "tool_finished"}
         self.started = {r.key: r for r in past if r.kind == "tool_started"}
         self.decided = {r.key: r.data for r in past if r.kind == "decision"}
@@ -130,9 +150,13 @@ class _Replay:
         """The calls in doubt that wait for a person's decision (journal order)."""
         self.ready: list[tuple[int, str, ToolOutcome]] = []
         """Replayed calls the machine started, waiting for its `NextTool` (journal order)."""
-        self.keys: dict[str, tuple[str, str]] = {}
-        """Call id -> (call key, tool name) of the calls whose outcome is to be recorded."""
+        self.keys: dict[str, tuple[str, str, str, str]] = {}
+        """Call id -> (call key, tool name, run id, loop) of the calls whose outcome is to
+        be recorded."""
         self.resumed = bool(past)
+        self.legacy = self.events == 0 and any(r.kind == "model" for r in past)
+        """A journal written before milestones were journaled (every newer one that holds
+        a model call holds its loop's milestones too, or its loop emits none)."""
         self.live = False
         """Whether this session went past where the earlier ones stopped: it made a call of
         its own (a model's or a tool's), asked an output validator, or a call in doubt was
@@ -150,11 +174,29 @@ class _Replay:
             return (yield from self._decide(effect, pending, write))  # type: ignore[arg-type]
         if kind is CheckOutput:
             return (yield from self._check(effect, pending))  # type: ignore[arg-type]
-        if kind is Emit and self.resumed and not self.live:
+        if kind is Emit:
+            return (yield from self._emit(effect, pending))  # type: ignore[arg-type]
+        return (yield effect)
+
+    def _emit(self, effect: Emit, pending: list[Entry]) -> Machine[None]:
+        """Hand a live event on (when observed); journal a milestone once (`MILESTONES`)."""
+        if isinstance(effect.event, MILESTONES):
+            if self.events:  # emitted again for a journaled one
+                self.events -= 1
+                return None
+            if self.legacy and (self.models or self.finished or self.ready):
+                return None  # a journal from before milestones: what it replays has none
+            data = event_to_dict(effect.event)
+            del data["at"]  # this process's clock: the record has its own time
+            data.pop("ts", None)  # the wall clock too: the record's time is it
+            pending.append((EVENT, data))
+        if self.resumed and not self.live:
             # Until it goes past where the earlier sessions stopped, a resumed run goes where
             # they went (the machine is deterministic), and they sent these events.
             return None
-        return (yield effect)
+        if self.observed:
+            yield effect
+        return None
 
     def _model(self, effect: CallModel, pending: list[Entry], write: Write) -> Machine[Any]:
         if self.models:
@@ -165,9 +207,14 @@ class _Replay:
             return _codec.response_from_dict(data["response"])
         yield from _flush(pending, write)
         self.live = True
+        started = time.perf_counter()
         response = yield effect
-        step = {"run": effect.run_id, "step": effect.step}
-        pending.append(("model", {**step, "response": _codec.response_to_dict(response)}))
+        seconds = round(time.perf_counter() - started, 6)
+        step = {"run": effect.run_id, "step": effect.step, "loop": effect.loop}
+        if effect.role:
+            step["role"] = effect.role
+        data = {**step, "seconds": seconds, "response": _codec.response_to_dict(response)}
+        pending.append(("model", data))
         return response
 
     def _check(self, effect: CheckOutput, pending: list[Entry]) -> Machine[Any]:
@@ -207,10 +254,11 @@ class _Replay:
                 return None
         else:
             started = {"id": call.id, "name": call.name, "args": call.args}
+            started |= {"run": effect.run_id, "loop": effect.loop}
             if call.name in self.tools.hosted:
                 started["subrun"] = key  # an agent tool's call: its run has this id
             pending.append(("tool_started", started, key))
-        self.keys[call.id] = (key, call.name)
+        self.keys[call.id] = (key, call.name, effect.run_id, effect.loop)
         self.live = True
         yield effect if not self.nonce else replace(effect, key=self.idempotency_key(key))
         return None
@@ -241,10 +289,10 @@ class _Replay:
             f"{c.id} ({c.name}, on_doubt={p!r}, idempotency key {self.idempotency_key(k)!r})"
             for c, p, k in zip(calls, policies, [str(r.key) for r in self.asking], strict=True)
         )
-        decide = ", ".join(f"{c.id!r}: True" for c in calls)
+        decide = ", ".join(f"{c.id!r}: 'rerun'" for c in calls)
         return CallInDoubt(
             f"{len(calls)} call(s) started but their outcome was never recorded ({lines}): "
-            f"resume with {{{decide}}} to run them again with the same keys, or with False "
+            f"resume with {{{decide}}} to run them again with the same keys, or with 'skip' "
             "for a call to record it as not run",
             calls=calls,
             policy="fail" if "fail" in policies else "ask",
@@ -258,7 +306,7 @@ class _Replay:
             return True
         declined = ToolOutcome(content=_DECLINED, is_error=True)
         self.ready.append((0, call.id, declined))
-        self.keys[call.id] = (key, call.name)
+        self.keys[call.id] = (key, call.name, effect.run_id, effect.loop)
         self.live = True  # the session that started it stopped during it: what follows is new
         return False
 
@@ -270,17 +318,23 @@ class _Replay:
                 yield from _flush(pending, write)
                 yield Journal(write, [self._finished(call_id, outcome)])
             return call_id, outcome
-        yield from _flush(pending, write)
+        if any(entry[0] != EVENT for entry in pending):
+            yield from _flush(pending, write)
+        # else milestones alone wait for the outcome: where they fall must not change how
+        # many writes a run makes (parallel steps finish in any order)
         call_id, outcome = yield effect
         if paused(outcome.run):  # not an end: the resumed run continues its sub-run
             del self.keys[call_id]
             return call_id, outcome
-        yield Journal(write, [self._finished(call_id, outcome)])
+        entries = [*pending, self._finished(call_id, outcome)]
+        pending.clear()
+        yield Journal(write, entries)
         return call_id, outcome
 
     def _finished(self, call_id: str, outcome: ToolOutcome) -> Entry:
-        key, name = self.keys.pop(call_id)
+        key, name, run_id, loop = self.keys.pop(call_id)
         data = {"call_id": call_id, "name": name, "outcome": _codec.outcome_to_dict(outcome)}
+        data |= {"run": run_id, "loop": loop}
         return ("tool_finished", data, key)
 
     def _decide(self, effect: Decide, pending: list[Entry], write: Write) -> Machine[Any]:
@@ -301,7 +355,8 @@ class _Replay:
         asked = f"{effect.run_id}:" + ",".join(c.id for c in effect.calls)
         if asked not in self.asked:
             calls = [{"id": c.id, "name": c.name, "args": c.args} for c in effect.calls]
-            pending.append(("approval_requested", {"run": effect.run_id, "calls": calls}, asked))
+            data = {"run": effect.run_id, "loop": effect.loop, "calls": calls}
+            pending.append(("approval_requested", data, asked))
         yield from _flush(pending, write)
         return None  # no decision at hand: the machine pauses the run
 

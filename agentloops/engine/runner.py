@@ -20,8 +20,10 @@ from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mappi
 from typing import Any, Generic
 
 from agentloops.engine import _fingerprint, session, streams, sync
+from agentloops.engine.decisions import Decisions
 from agentloops.engine.durable import journaled
 from agentloops.engine.effects import CallModel, CheckOutput, Machine, NextTool, R, StartTool
+from agentloops.engine.fork import Replacement
 from agentloops.engine.host import ToolHost
 from agentloops.engine.meter import Meter, metered
 from agentloops.engine.subruns import AgentTool, outcome
@@ -64,12 +66,15 @@ class Runner(Generic[R]):
             not metered at all.
         forget_finished: delete each run from `store` when it finishes (a loop's private
             store, which keeps only what can still be resumed).
+        milestones: the loop emits events no outcome holds (plans, steps: the durable
+            wrapper's `MILESTONES`): its durable runs are built to emit them, observed or
+            not, so their journal keeps them for `agentloops.events.replay_events`.
 
     It holds no reference to its loop (a copied or pickled loop gets a runner of its own):
     each call is given what it needs, the `ToolHost` a run's tool calls go to included.
     """
 
-    __slots__ = ("durability", "kind", "meter")
+    __slots__ = ("durability", "kind", "meter", "milestones")
 
     def __init__(
         self,
@@ -79,6 +84,7 @@ class Runner(Generic[R]):
         meter: Callable[[], Meter] | None = None,
         *,
         forget_finished: bool = False,
+        milestones: bool = False,
     ):
         self.kind = kind
         self.durability = (
@@ -87,6 +93,7 @@ class Runner(Generic[R]):
             else session.Durability(session.check_store(store), lease_ttl, forget_finished)
         )
         self.meter = meter
+        self.milestones = milestones
 
     # -- openings --------------------------------------------------------------------
 
@@ -104,7 +111,8 @@ class Runner(Generic[R]):
         d = self.durability
 
         def opening(observed: bool) -> tuple[Opener, Make[R]]:
-            machine = build(run_id, observed)  # built first: a bad task raises before a write
+            # built first: a bad task raises before a write
+            machine = build(run_id, observed or (d is not None and self.milestones))
             if d is None:  # no meta to build: the common, quick way
                 return session.plain, self._metered(lambda _: machine)
             kind = self.kind
@@ -121,7 +129,7 @@ class Runner(Generic[R]):
     def journaled(
         self,
         run_id: str,
-        decisions: Mapping[str, bool] | None,
+        decisions: Decisions | None,
         rebuild: Rebuild[R],
         fingerprint: Fingerprint,
         allow_changes: Collection[str] = (),
@@ -140,7 +148,7 @@ class Runner(Generic[R]):
 
         def opening(observed: bool) -> tuple[Opener, Make[R]]:
             def make(meta: dict[str, Any]) -> Machine[R]:
-                return rebuild(meta, run_id, observed)
+                return rebuild(meta, run_id, observed or self.milestones)
 
             def reopen() -> session.Session:
                 return session.reopen(
@@ -153,6 +161,45 @@ class Runner(Generic[R]):
                 )
 
             return reopen, self._metered(make)
+
+        return opening
+
+    def forked(
+        self,
+        run_id: str,
+        at: int,
+        fork_id: str | None,
+        replace: Replacement | None,
+        rebuild: Rebuild[R],
+        fingerprint: Fingerprint,
+    ) -> Opening[R]:
+        """A new run, forked from `run_id` at record `at` (`engine.fork`), replayed into the
+        machine `rebuild` makes from the source's meta, then going on live. The loop's
+        `fingerprint()` must match the source's; the fork's header keeps it.
+
+        Raises:
+            ConfigurationError: the loop has no store.
+        """
+        d = self._needs_store("forking a run")
+        kind = self.kind
+        new = fork_id or new_run_id()
+
+        def opening(observed: bool) -> tuple[Opener, Make[R]]:
+            def make(meta: dict[str, Any]) -> Machine[R]:
+                return rebuild(meta, new, observed or self.milestones)
+
+            def open_() -> session.Session:
+                return session.fork(
+                    d,
+                    kind=kind,
+                    run_id=run_id,
+                    new_run_id=new,
+                    at=at,
+                    replace=replace,
+                    fingerprint=fingerprint(),
+                )
+
+            return open_, self._metered(make)
 
         return opening
 
@@ -191,21 +238,23 @@ class Runner(Generic[R]):
     @staticmethod
     def run(opening: Opening[R], host: ToolHost, on_event: EventSink | None) -> R:
         """Drive the run here to its result, handing every event to `on_event`."""
-        open_, make = opening(on_event is not None)
+        observed = on_event is not None
+        open_, make = opening(observed)
         with open_() as held:
             machine, host = _planted(make(held.meta), host, held)
-            return sync.run(held.journaled(machine, host), host, on_event)
+            return sync.run(held.journaled(machine, host, observed), host, on_event)
 
     @staticmethod
     async def arun(opening: Opening[R], host: ToolHost, on_event: EventSink | None) -> R:
         """`run` on the event loop (the run is opened, and its lease taken, in a thread)."""
         from agentloops.engine import aio
 
-        open_, make = opening(on_event is not None)
+        observed = on_event is not None
+        open_, make = opening(observed)
         held = await _opened(open_)
         async with held:
             machine, host = _planted(make(held.meta), host, held)
-            return await aio.run(held.journaled(machine, host), host, on_event)
+            return await aio.run(held.journaled(machine, host, observed), host, on_event)
 
     @staticmethod
     def stream(
@@ -242,7 +291,8 @@ class Runner(Generic[R]):
         _fingerprint.check(run_id, info.meta, fingerprint(), ())
         past = session.read(d.store, run_id, info)
         machine = rebuild(dict(info.meta), run_id, False)
-        return _replayed(journaled(machine, past, _nowhere, host.registry), run_id, d.store, host)
+        replay = journaled(machine, past, _nowhere, host.registry, observed=False)
+        return _replayed(replay, run_id, d.store, host)
 
     def _needs_store(self, what: str) -> session.Durability:
         if self.durability is None:
@@ -329,7 +379,8 @@ def _paused_below(
     below = sub._host()
     machine = sub._rebuilt(dict(info.meta), run_id, False)
     past = session.read(store, run_id, info)
-    result = _replayed(journaled(machine, past, _nowhere, below.registry), run_id, store, below)
+    replay = journaled(machine, past, _nowhere, below.registry, observed=False)
+    result = _replayed(replay, run_id, store, below)
     if result.stop_reason != "approval_required":
         return None
     limit = host.registry.max_output_chars

@@ -5,9 +5,10 @@ A run is driven by one holder at a time. `begin` creates the run holding its lea
 header keeps the journal's format, the run's nonce and the loop's fingerprint); `reopen`
 takes the lease of an existing run (`RunLeased`, naming the holder and until when, while
 another holder drives it), checks the loop's fingerprint, records the decisions it was
-given, and reads and checks the journal to replay. Every journal write names the lease,
-so a holder that lost it (it stalled past the expiry and the run was taken over) writes
-nothing and stops, and every record it writes is sealed into the run's checksum chain.
+given (checked by `engine.decisions`), and reads and checks the journal to replay. Every
+journal write names the lease, so a holder that lost it (it stalled past the expiry and
+the run was taken over) writes nothing and stops, and every record it writes is sealed
+into the run's checksum chain.
 
 A sub-run (an agent tool's, a handoff's) is a run of its own in the same store, opened by
 its parent's session (`begin(..., parent=)`, `reopen(..., parent=)`) under the parent's
@@ -29,12 +30,21 @@ from typing import Any, Protocol
 
 from agentloops.engine import _fingerprint, _records
 from agentloops.engine._chain import Chain
+from agentloops.engine.decisions import (
+    APPROVAL_CHOICES,
+    Decisions,
+    choice_of,
+    decision_entries,
+    pending,
+)
 from agentloops.engine.durable import DOUBT, FORMAT, journaled
-from agentloops.engine.effects import Machine, R, call_key
+from agentloops.engine.effects import Machine, R
+from agentloops.engine.fork import Replacement, fork_entries, fork_meta
 from agentloops.engine.host import ToolHost
 from agentloops.errors import (
     CheckpointError,
     ConfigurationError,
+    DecisionRefused,
     JournalConflict,
     LeaseLost,
     RunLeased,
@@ -82,7 +92,9 @@ class Hold(Protocol):
 
     meta: dict[str, Any]
 
-    def journaled(self, machine: Machine[R], host: ToolHost) -> Machine[R]: ...
+    def journaled(
+        self, machine: Machine[R], host: ToolHost, observed: bool = True
+    ) -> Machine[R]: ...
     def __enter__(self) -> Hold: ...
     def __exit__(self, *exc: object) -> None: ...
     async def __aenter__(self) -> Hold: ...
@@ -100,6 +112,8 @@ class Session:
         past: list[JournalRecord],
         chain: Chain | None,
         parent: Session | None = None,
+        *,
+        status: str = "running",
     ):
         self.store = d.store
         self.forget = d.forget_finished and parent is None  # the top run forgets its tree
@@ -113,6 +127,8 @@ class Session:
         """The session of the run this one is a sub-run of: its lease covers this run."""
         self.hosting = False
         """Whether its run may make sub-runs (its tools have agent tools or handoffs)."""
+        self._status = status
+        """The header's status as this holder last set it (or found it, when reopening)."""
         from agentloops.journal.keeper import LeaseKeeper  # with the first durable run
 
         self.keeper = LeaseKeeper(d.store, lease)
@@ -127,20 +143,25 @@ class Session:
 
     def write(self, entries: list[Entry], status: str | None) -> None:
         """Append under the lease (fenced: `LeaseLost` if it is no longer ours, or if the
-        parent run's is no longer its holder's)."""
+        parent run's is no longer its holder's). The first write of a reopened run that
+        goes on sets its status back to "running", so a crash from here on does not leave
+        it saying "paused", "in_doubt" or "failed"."""
         parent = self.parent
         while parent is not None:
             parent.keeper.check()
             parent = parent.parent
         self.keeper.check()
+        if status is None and self._status != "running":
+            status = "running"
         append(self.store, self.keeper.lease, self.chain, entries, status)
         if status is not None:
             self.status = status
+            self._status = status
 
-    def journaled(self, machine: Machine[R], host: ToolHost) -> Machine[R]:
+    def journaled(self, machine: Machine[R], host: ToolHost, observed: bool = True) -> Machine[R]:
         self.hosting = bool(host.registry.hosted)
         nonce = self.meta.get("nonce") if self.chain is not None else None
-        return journaled(machine, self.past, self.write, host.registry, nonce or "")
+        return journaled(machine, self.past, self.write, host.registry, nonce or "", observed)
 
     def __enter__(self) -> Session:
         top = self._top()
@@ -232,7 +253,7 @@ def reopen(
     *,
     kind: str,
     run_id: str,
-    decisions: Mapping[str, bool] | None,
+    decisions: Decisions | None,
     fingerprint: _fingerprint.Parts,
     allow_changes: Collection[str] = (),
     parent: Session | None = None,
@@ -251,8 +272,10 @@ def reopen(
             with other settings (that `allow_changes` does not name), its journal is
             damaged (a record that fails its schema or its checksum), or it is a sub-run
             resumed on its own (resume the run at the top).
-        ConfigurationError: decisions that name no waiting call, contradict a recorded
-            one, leave a paused turn's call undecided, or are not booleans.
+        ConfigurationError: decisions that are not decisions, or leave a paused turn's call
+            undecided; `DecisionRefused` for one naming no waiting call (in the run or the
+            runs below it), contradicting a recorded one, or of the wrong kind (see
+            `engine.decisions`).
     """
     store = d.store
     info = store.run_info(run_id)
@@ -274,20 +297,22 @@ def reopen(
     try:
         chain = Chain.of(run_id, meta)
         past = _records.checked(store.read(run_id), chain)
-        if decisions:
-            decisions = _record_below(store, run_id, past, decisions, lease)
-        entries = _decision_records(run_id, past, decisions, lease) if decisions else []
+        own = _record_below(store, run_id, past, decisions, lease) if decisions else {}
+        entries = decision_entries(run_id, past, own, by=lease.holder) if own else []
+        decided = bool(entries) or len(own) < len(decisions or {})
         if upgrade is not None:
             meta["fingerprint"], changed = upgrade
             if changed:  # the journal says when, and by whom, the run's settings changed
                 entries.append(("settings_changed", {"changed": changed, "by": lease.holder}))
             store.update_run(lease, meta=meta)
         if entries:
-            past += append(store, lease, chain, entries)
+            # decisions recorded: the run goes on from here, its status "running" again
+            past += append(store, lease, chain, entries, "running" if decided else None)
     except BaseException:
         store.release(lease)
         raise
-    return Session(d, lease, meta, past, chain, parent)
+    status = "running" if decided else info.status
+    return Session(d, lease, meta, past, chain, parent, status=status)
 
 
 def read(store: RunStore, run_id: str, info: RunInfo | None = None) -> list[JournalRecord]:
@@ -312,6 +337,49 @@ def _acquire_below(store: RunStore, run_id: str, ttl: float, holder: str) -> Lea
             waited += step
 
 
+def fork(
+    d: Durability,
+    *,
+    kind: str,
+    run_id: str,
+    new_run_id: str,
+    at: int,
+    replace: Replacement | None,
+    fingerprint: _fingerprint.Parts,
+) -> Session:
+    """Start the run `new_run_id` as a fork of `run_id` at record `at` (`engine.fork`),
+    holding its lease, its copied journal written; the source is only read (and checked:
+    its chain and schemas up to `at`). The copied records are re-chained: sealed from the
+    fork's own seed (its id and a new nonce), as the fork's journal format 2 says.
+
+    Raises:
+        RunNotFound: no run `run_id`; RunExists: `new_run_id` is taken.
+        CheckpointError: the source is another loop's, from a newer agentloops, was
+            started with other settings than this loop's `fingerprint`, or is damaged.
+        ConfigurationError: `at` or `replace` does not fit the source's journal.
+    """
+    store = d.store
+    info = store.run_info(run_id)
+    check_kind(info, kind, run_id)
+    _fingerprint.check(run_id, info.meta, fingerprint, ())
+    limit = at if type(at) is int and at > 0 else None
+    past = _records.checked(store.read(run_id, limit=limit), Chain.of(run_id, info.meta))
+    entries = fork_entries(past, source=run_id, new=new_run_id, at=at, replace=replace)
+    nonce = secrets.token_hex(6)
+    source = {k: v for k, v in info.meta.items() if k not in ("format", "nonce", "fingerprint")}
+    meta = fork_meta(source, source=run_id, at=at, replaced=replace is not None)
+    meta = {"format": FORMAT, "nonce": nonce, **meta}
+    meta["fingerprint"] = _fingerprint.condensed(fingerprint)
+    lease = store.start(new_run_id, kind=kind, ttl=d.lease_ttl, meta=meta)
+    chain = Chain(new_run_id, nonce)
+    try:
+        written = append(store, lease, chain, entries) if entries else []
+    except BaseException:
+        store.release(lease)
+        raise
+    return Session(d, lease, meta, written, chain)
+
+
 def waiting(past: list[JournalRecord]) -> dict[str, tuple[str, str, ToolCall]]:
     """The calls a run waits on a person for, by call id: `(why, journal key, call)`, why
     being "approval" (a paused turn's call with no decision yet) or "doubt" (a call that
@@ -324,25 +392,7 @@ def waiting(past: list[JournalRecord]) -> dict[str, tuple[str, str, ToolCall]]:
     """
     for record in past:
         _records.check(record)
-    return _waiting(past)
-
-
-def _waiting(past: list[JournalRecord]) -> dict[str, tuple[str, str, ToolCall]]:
-    decided = {r.key for r in past if r.kind == "decision"}
-    finished = {r.key for r in past if r.kind in ("tool_finished", DOUBT)}
-    found: dict[str, tuple[str, str, ToolCall]] = {}
-    for r in past:
-        if r.kind == "approval_requested":
-            for c in r.data["calls"]:
-                key = call_key(r.data["run"], c["id"])
-                if key not in decided:
-                    found[c["id"]] = ("approval", key, ToolCall(c["id"], c["name"], c["args"]))
-        elif r.kind == "tool_started" and r.key is not None and r.key not in finished:
-            if "subrun" in r.data:
-                continue
-            call = ToolCall(r.data["id"], r.data["name"], r.data["args"])
-            found[call.id] = ("doubt", r.key, call)
-    return found
+    return {c: (w.why, w.key, w.call) for c, w in pending(past).items()}
 
 
 def open_subruns(past: list[JournalRecord], *, finished: bool = False) -> list[str]:
@@ -368,8 +418,11 @@ def _forget_below(store: RunStore, run_id: str) -> None:
         store.delete(sub_id, force=True)
 
 
-def _decided_below(store: RunStore, past: list[JournalRecord], call_id: str) -> list[bool]:
-    """The decisions recorded for a call of this id in the runs below (finished ones too)."""
+def _decided_below(
+    store: RunStore, past: list[JournalRecord], call_id: str, kind: str
+) -> list[bool]:
+    """The decisions of `kind` ("decision" or `DOUBT`) recorded for a call of this id in
+    the runs below (finished ones too)."""
     found: list[bool] = []
     for sub_id in open_subruns(past, finished=True):
         try:
@@ -379,9 +432,9 @@ def _decided_below(store: RunStore, past: list[JournalRecord], call_id: str) -> 
         found += [
             bool(r.data["approved"])
             for r in sub_past
-            if r.kind in ("decision", DOUBT) and r.key and r.key.endswith(f":{call_id}")
+            if r.kind == kind and r.key and r.key.endswith(f":{call_id}")
         ]
-        found += _decided_below(store, sub_past, call_id)
+        found += _decided_below(store, sub_past, call_id, kind)
     return found
 
 
@@ -411,94 +464,72 @@ def _record_below(
     store: RunStore,
     run_id: str,
     past: list[JournalRecord],
-    decisions: Mapping[str, bool],
+    decisions: Decisions,
     lease: Lease,
-) -> dict[str, bool]:
+) -> dict[str, bool | str]:
     """Record the decisions for calls of the run's sub-runs in the journals of the runs
-    they belong to (each under its own lease, taken by the same holder); the decisions for
-    the run's own calls (and for unknown ones, for `_decision_records` to refuse) are
-    returned."""
+    they belong to (each under its own lease, taken by the same holder, and every one
+    checked by `engine.decisions` before any is written); the decisions for the run's own
+    calls (and for unknown ones, for `decision_entries` to refuse) are returned."""
     if not open_subruns(past, finished=True):
         return dict(decisions)
     own_calls = waiting(past)
     found = waiting_below(store, run_id, past)
     leaves = {(path[-1], call.id): path for _, _, call, path in found.values()}
-    own: dict[str, bool] = {}
-    below: dict[str, dict[str, bool]] = {}
-    for name, approved in decisions.items():
+    own: dict[str, bool | str] = {}
+    below: dict[str, dict[str, bool | str]] = {}
+    for name, value in decisions.items():
         entry = found.get(name)
         if name in own_calls:
-            own[name] = approved
+            own[name] = value
             continue
         if entry is None:
-            earlier = _decided_below(store, past, name.rsplit(":", 1)[-1])
+            choice = choice_of(value, name)
+            kind = "decision" if choice in APPROVAL_CHOICES else DOUBT
+            earlier = _decided_below(store, past, name.rsplit(":", 1)[-1], kind)
+            approved = choice in ("approve", "rerun")
             if earlier and all(e == approved for e in earlier):
                 continue  # decided so already (a second approver, a retry): nothing to add
             if earlier:
-                raise ConfigurationError(f"call {name} below run {run_id!r} was already decided")
+                raise DecisionRefused(
+                    f"call {name} below run {run_id!r} was already decided; a decision is final",
+                    run_id=run_id,
+                    call_id=name,
+                )
         if entry is None and ":" not in name:
-            own[name] = approved
+            own[name] = value
             continue
         if entry is not None:
             leaf, call_id = entry[3][-1], entry[2].id
         else:  # "RUN_ID:CALL_ID", the long form of a call of a run below
             leaf, call_id = name.rsplit(":", 1)
             if (leaf, call_id) not in leaves:
-                own[name] = approved
+                own[name] = value
                 continue
-        below.setdefault(leaf, {})[call_id] = approved
+        below.setdefault(leaf, {})[call_id] = value
     unknown = [name for name in own if name not in own_calls]
     if unknown and found:  # refused before any is recorded, naming what waits below
-        raise ConfigurationError(
+        raise DecisionRefused(
             f"run {run_id!r} has no call {unknown[0]!r} waiting for a decision; "
-            f"waiting: {sorted(found)}"
+            f"waiting: {sorted(found)}",
+            run_id=run_id,
+            call_id=unknown[0],
         )
-    for leaf, leaf_decisions in below.items():
-        leaf_lease = _acquire_below(store, leaf, lease.ttl, lease.holder)
-        try:
+    held: list[tuple[Lease, Chain | None, list[Entry]]] = []
+    try:
+        for leaf, leaf_decisions in below.items():
+            leaf_lease = _acquire_below(store, leaf, lease.ttl, lease.holder)
             chain = Chain.of(leaf, store.run_info(leaf).meta)
+            held.append((leaf_lease, chain, []))
             leaf_past = _records.checked(store.read(leaf), chain)
-            entries = _decision_records(leaf, leaf_past, leaf_decisions, leaf_lease)
+            held[-1][2].extend(decision_entries(leaf, leaf_past, leaf_decisions, by=lease.holder))
+        for leaf_lease, chain, entries in held:  # all checked: now recorded
             if entries:
                 append(store, leaf_lease, chain, entries)
-        finally:
+    finally:
+        for leaf_lease, _, _ in held:
             store.release(leaf_lease)
     return own
-
-
-def _decision_records(
-    run_id: str, past: list[JournalRecord], decisions: Mapping[str, bool], lease: Lease
-) -> list[Entry]:
-    open_calls = _waiting(past)
-    recorded = {(r.kind, r.key): r.data for r in past if r.kind in ("decision", DOUBT) and r.key}
-    not_bool = sorted(k for k, v in decisions.items() if not isinstance(v, bool))
-    if not_bool:  # a truthy "no" must never approve a call
-        raise ConfigurationError(f"decisions must be True or False; not for {not_bool}")
-    entries: list[Entry] = []
-    for call_id, approved in decisions.items():
-        if call_id not in open_calls:
-            same = [d for (_, k), d in recorded.items() if k.endswith(f":{call_id}")]
-            if same and all(d["approved"] == approved for d in same):
-                continue  # decided so already (a second approver, a retry): nothing to add
-            if same:
-                raise ConfigurationError(f"call {call_id} of run {run_id!r} was already decided")
-            if not open_calls:
-                raise ConfigurationError(
-                    f"run {run_id!r} is not waiting for approval: no call waits for a "
-                    f"decision, so none applies to {call_id!r}"
-                )
-            raise ConfigurationError(
-                f"run {run_id!r} has no call {call_id!r} waiting for a decision; "
-                f"waiting: {sorted(open_calls)}"
-            )
-        why, key, call = open_calls[call_id]
-        data = {"approved": approved, "name": call.name, "args": call.args, "by": lease.holder}
-        entries.append(("decision" if why == "approval" else DOUBT, data, key))
-    undecided = sorted(c for c, (why, _, _) in open_calls.items() if why == "approval")
-    missing = [c for c in undecided if c not in decisions]
-    if missing and len(missing) < len(undecided):
-        raise ConfigurationError(f"no decision for pending calls {missing}")
-    return entries
 
 
 class _Plain:
@@ -509,7 +540,7 @@ class _Plain:
     def __init__(self) -> None:
         self.meta: dict[str, Any] = {}  # a plain run keeps nothing with it
 
-    def journaled(self, machine: Machine[R], host: ToolHost) -> Machine[R]:
+    def journaled(self, machine: Machine[R], host: ToolHost, observed: bool = True) -> Machine[R]:
         return machine
 
     def __enter__(self) -> _Plain:

@@ -16,7 +16,14 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from agentloops.journal.records import Entry, JournalRecord, Lease, RunInfo, RunStore
+from agentloops.journal.records import (
+    DRIVE_ENDS,
+    Entry,
+    JournalRecord,
+    Lease,
+    RunInfo,
+    RunStore,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from agentloops.journal.keeper import LeaseKeeper
@@ -25,6 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from agentloops.journal.sqlite import SQLiteStore
 
 __all__ = [
+    "DRIVE_ENDS",
     "Entry",
     "JournalRecord",
     "Lease",

@@ -13,10 +13,10 @@ import math
 import os
 import secrets
 import socket
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentloops.errors import (
     ConfigurationError,
@@ -27,6 +27,9 @@ from agentloops.errors import (
     StoreError,
 )
 from agentloops.journal.records import Entry, JournalRecord, Lease, RunInfo
+
+if TYPE_CHECKING:  # pragma: no cover
+    from agentloops.journal.follow import AsyncSource, Source
 
 SCHEMA_VERSION = 1
 """The table layout `PostgresStore` writes (row `journal` of `agentloops_schema`); each SQL
@@ -205,6 +208,12 @@ def key_taken(existing: JournalRecord, last_seq: int) -> JournalConflict:
     )
 
 
+def check_limit(limit: object) -> int | None:
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ConfigurationError(f"limit must be a number of records >= 1 or None, got {limit!r}")
+    return limit
+
+
 def check_after_arg(after: object) -> int | None:
     if after is not None and (isinstance(after, bool) or not isinstance(after, int) or after < 0):
         raise ConfigurationError(f"after must be a sequence number >= 0 or None, got {after!r}")
@@ -242,7 +251,8 @@ def check_schema(where: str, version: int, supported: int = SCHEMA_VERSION) -> N
 
 class StoreBase:
     """The argument checks around the backends' primitives, written once: a backend
-    implements `_start`, `_acquire`, `_renew`, `_update` and `_append`, and the reads."""
+    implements `_start`, `_acquire`, `_renew`, `_update` and `_append`, the reads, and the
+    sources a follower reads from (`_source`, `_asource`)."""
 
     def start(
         self,
@@ -323,6 +333,31 @@ class StoreBase:
         if status is not None:
             check_name("status", status)
         return self._append(lease, new, check_after_arg(after), status)
+
+    def follow(
+        self, run_id: str, *, after: int = 0, timeout: float | None = None
+    ) -> Iterator[JournalRecord]:
+        """The run's records after `after` as they are appended, to the end of the drive
+        (see `RunStore.follow`)."""
+        from agentloops.journal import follow
+
+        check_name("run_id", run_id)
+        return follow.follow(lambda: self._source(run_id), run_id, after, timeout)
+
+    def afollow(
+        self, run_id: str, *, after: int = 0, timeout: float | None = None
+    ) -> AsyncIterator[JournalRecord]:
+        """`follow` on the event loop."""
+        from agentloops.journal import follow
+
+        check_name("run_id", run_id)
+        return follow.afollow(lambda: self._asource(run_id), run_id, after, timeout)
+
+    def _source(self, run_id: str) -> Source:
+        raise NotImplementedError
+
+    def _asource(self, run_id: str) -> AsyncSource:
+        raise NotImplementedError
 
     def _start(
         self, run_id: str, *, kind: str, ttl: float, holder: str, meta: str, status: str

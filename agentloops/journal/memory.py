@@ -8,6 +8,7 @@ Rule: a backend knows `records` and `_base`, never the journal's facade, a drive
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from agentloops.journal._base import (
     bounded,
     check_after,
     check_after_arg,
+    check_limit,
     fence,
     key_taken,
     leased,
@@ -29,6 +31,7 @@ from agentloops.journal._base import (
     utc,
     utc_or_none,
 )
+from agentloops.journal.follow import Wakeup
 from agentloops.journal.records import JournalRecord, Lease, RunInfo
 
 
@@ -72,6 +75,12 @@ class MemoryStore(StoreBase):
         self._clock = clock
         self._runs: dict[str, _Run] = {}
         self._lock = threading.Lock()
+        self._followers: dict[str, set[Wakeup]] = {}
+        """The followers of each run, woken by every append to it and by its deletion."""
+
+    def _wake(self, run_id: str) -> None:
+        for wakeup in self._followers.get(run_id, ()):
+            wakeup.set()
 
     def _fenced(self, lease: Lease, now: float) -> _Run:
         run = self._runs.get(lease.run_id)
@@ -172,20 +181,37 @@ class MemoryStore(StoreBase):
                     run.keys[(entry.kind, entry.key)] = len(run.records)
             run.updated_at = now
             run.status = run.status if status is None else status
+            self._wake(lease.run_id)
             return [
                 self._record(lease.run_id, run, seq)
                 for seq in range(last + 1, len(run.records) + 1)
             ]
 
-    def read(self, run_id: str, *, after: int = 0) -> list[JournalRecord]:
+    def read(self, run_id: str, *, after: int = 0, limit: int | None = None) -> list[JournalRecord]:
         start = check_after_arg(after) or 0
+        most = check_limit(limit)
         with self._lock:
             run = self._runs.get(run_id)
             if run is None:
                 raise not_found(run_id)
-            return [
-                self._record(run_id, run, seq) for seq in range(start + 1, len(run.records) + 1)
-            ]
+            end = len(run.records) if most is None else min(len(run.records), start + most)
+            return [self._record(run_id, run, seq) for seq in range(start + 1, end + 1)]
+
+    def _source(self, run_id: str) -> _Follower:
+        return _Follower(self, run_id, Wakeup())
+
+    def _asource(self, run_id: str) -> _AsyncFollower:
+        return _AsyncFollower(_Follower(self, run_id, Wakeup(asyncio.get_running_loop())))
+
+    def _watch(self, run_id: str, wakeup: Wakeup, on: bool) -> None:
+        with self._lock:
+            followers = self._followers.setdefault(run_id, set())
+            if on:
+                followers.add(wakeup)
+            else:
+                followers.discard(wakeup)
+                if not followers:
+                    del self._followers[run_id]
 
     def find(self, run_id: str, *, kind: str, key: str) -> JournalRecord | None:
         with self._lock:
@@ -224,6 +250,7 @@ class MemoryStore(StoreBase):
             ):
                 raise leased(run_id, run.holder, utc(expires))
             del self._runs[run_id]
+            self._wake(run_id)
             return True
 
     @staticmethod
@@ -236,3 +263,36 @@ class MemoryStore(StoreBase):
         row = (run_id, run.kind, run.status, run.meta, run.created_at, run.updated_at)
         lease = (run.holder, run.expires_at, run.epoch, len(run.records), now)
         return run_info(row + lease, utc_or_none)
+
+
+class _Follower:
+    """A follower's source: pages through `read`, woken by the store (`follow.Source`)."""
+
+    def __init__(self, store: MemoryStore, run_id: str, wakeup: Wakeup):
+        self.store, self.run_id, self.wakeup = store, run_id, wakeup
+        store._watch(run_id, wakeup, True)  # before the first read: no append slips between
+
+    def page(self, after: int, limit: int) -> list[JournalRecord]:
+        return self.store.read(self.run_id, after=after, limit=limit)
+
+    def wait(self, timeout: float | None) -> None:
+        self.wakeup.wait(timeout)
+
+    def close(self) -> None:
+        self.store._watch(self.run_id, self.wakeup, False)
+
+
+class _AsyncFollower:
+    """`_Follower` on the event loop (a read is a dict lookup under a lock: done inline)."""
+
+    def __init__(self, follower: _Follower):
+        self.follower = follower
+
+    async def page(self, after: int, limit: int) -> list[JournalRecord]:
+        return self.follower.page(after, limit)
+
+    async def wait(self, timeout: float | None) -> None:
+        await self.follower.wakeup.await_(timeout)
+
+    async def close(self) -> None:
+        self.follower.close()

@@ -23,6 +23,7 @@ from agentloops.journal._base import (
     NewRecord,
     check_after,
     check_after_arg,
+    check_limit,
     check_schema,
     fence,
     key_taken,
@@ -32,6 +33,8 @@ from agentloops.journal._base import (
     run_info,
 )
 from agentloops.journal._connection import ConnectionPerProcess
+from agentloops.journal.postgres_follow import NOTIFY as _NOTIFY
+from agentloops.journal.postgres_follow import PAGE_SQL, as_utc, page_of
 from agentloops.journal.records import JournalRecord, Lease, RunInfo
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -63,16 +66,18 @@ _CURRENT = (
     " AND holder IS NOT NULL AND lease_expires_at > clock_timestamp()"
 )
 _TTL = "clock_timestamp() + %(ttl)s * interval '1 second'"
-# Fence, allocate the sequence numbers and insert: one statement, one round trip.
+# Fence, allocate the sequence numbers, insert and tell the followers (at commit): one
+# statement, one round trip.
 _APPEND = (
     "WITH fenced AS (UPDATE agentloops_runs SET last_seq = last_seq + %(n)s,"
     " updated_at = clock_timestamp(), status = coalesce(%(status)s, status)"
     f" WHERE {_CURRENT} AND (%(after)s::bigint IS NULL OR last_seq = %(after)s::bigint)"
-    " RETURNING last_seq - %(n)s AS base, updated_at AS at)"
-    " INSERT INTO agentloops_journal (run_id, seq, kind, key, data, at)"
+    " RETURNING last_seq - %(n)s AS base, updated_at AS at),"
+    " added AS (INSERT INTO agentloops_journal (run_id, seq, kind, key, data, at)"
     " SELECT %(run_id)s, fenced.base + e.n, e.kind, e.key, e.data::json, fenced.at FROM fenced,"
     " unnest(%(kinds)s::text[], %(keys)s::text[], %(data)s::text[])"
-    " WITH ORDINALITY AS e(kind, key, data, n) RETURNING seq, at"
+    " WITH ORDINALITY AS e(kind, key, data, n) RETURNING seq, at)"
+    f" SELECT seq, at, {_NOTIFY}::text FROM added ORDER BY seq"
 )
 _INFO = (
     "SELECT run_id, kind, status, meta::text, created_at, updated_at, holder, lease_expires_at,"
@@ -179,8 +184,8 @@ class PostgresStore(ConnectionPerProcess):
             " FROM agentloops_runs WHERE run_id = %s",
             (lease.run_id,),
         ).fetchone()
-        now = datetime.now(timezone.utc) if row is None else _utc(row[4])
-        fence(lease, None if row is None else (row[0], row[1], _utc(row[2])), now)
+        now = datetime.now(timezone.utc) if row is None else as_utc(row[4])
+        fence(lease, None if row is None else (row[0], row[1], as_utc(row[2])), now)
         assert row is not None  # fence raised for a deleted run
         check_after(lease.run_id, after, row[3])
         raise StoreError(f"run {lease.run_id!r}: the write did not apply", run_id=lease.run_id)
@@ -197,7 +202,7 @@ class PostgresStore(ConnectionPerProcess):
             ).fetchone()
             if row is None:
                 raise RunExists(f"run {run_id!r} exists already", run_id=run_id)
-        return Lease(run_id=run_id, holder=holder, epoch=1, ttl=ttl, expires_at=_utc(row[0]))
+        return Lease(run_id=run_id, holder=holder, epoch=1, ttl=ttl, expires_at=as_utc(row[0]))
 
     def _acquire(self, run_id: str, *, ttl: float, holder: str) -> Lease:
         params = {"run_id": run_id, "holder": holder, "ttl": ttl}
@@ -212,7 +217,11 @@ class PostgresStore(ConnectionPerProcess):
                 ).fetchone()
                 if row is not None:
                     return Lease(
-                        run_id=run_id, holder=holder, epoch=row[0], ttl=ttl, expires_at=_utc(row[1])
+                        run_id=run_id,
+                        holder=holder,
+                        epoch=row[0],
+                        ttl=ttl,
+                        expires_at=as_utc(row[1]),
                     )
                 held = conn.execute(
                     "SELECT holder, lease_expires_at, lease_expires_at > clock_timestamp()"
@@ -222,7 +231,7 @@ class PostgresStore(ConnectionPerProcess):
                 if held is None:
                     raise not_found(run_id)
                 if held[2]:
-                    raise leased(run_id, held[0], _utc(held[1]))
+                    raise leased(run_id, held[0], as_utc(held[1]))
 
     def _renew(self, lease: Lease, ttl: float) -> Lease:
         params = {"run_id": lease.run_id, "epoch": lease.epoch, "ttl": ttl}
@@ -234,7 +243,7 @@ class PostgresStore(ConnectionPerProcess):
             ).fetchone()
             if row is None:
                 self._lost(conn, lease)
-        return replace(lease, ttl=ttl, expires_at=_utc(row[0]))
+        return replace(lease, ttl=ttl, expires_at=as_utc(row[0]))
 
     def _break(self, run_id: str) -> bool:
         with self._using(run_id, f"break the lease of run {run_id!r}") as conn:
@@ -288,10 +297,10 @@ class PostgresStore(ConnectionPerProcess):
                 raise
             if not rows:
                 self._lost(conn, lease, after)
-        at = _utc(rows[0][1])
+        at = as_utc(rows[0][1])
         return [
             record(run_id, seq, e.kind, e.key, e.data, at)
-            for e, (seq, _) in zip(new, rows, strict=True)
+            for e, (seq, _, _) in zip(new, rows, strict=True)
         ]
 
     def _key_taken(self, conn: Conn, run_id: str, new: list[NewRecord]) -> None:
@@ -303,22 +312,22 @@ class PostgresStore(ConnectionPerProcess):
                 last = conn.execute(query, (run_id,)).fetchone()
                 raise key_taken(taken, 0 if last is None else last[0])
 
-    def read(self, run_id: str, *, after: int = 0) -> list[JournalRecord]:
+    def read(self, run_id: str, *, after: int = 0, limit: int | None = None) -> list[JournalRecord]:
         start = check_after_arg(after) or 0
+        most = check_limit(limit)
         with self._using(run_id, f"read run {run_id!r}") as conn:
-            rows = conn.execute(
-                "SELECT j.seq, j.kind, j.key, j.data::text, j.at FROM agentloops_runs r"
-                " LEFT JOIN agentloops_journal j ON j.run_id = r.run_id AND j.seq > %s"
-                " WHERE r.run_id = %s ORDER BY j.seq",
-                (start, run_id),
-            ).fetchall()
-        if not rows:
-            raise not_found(run_id)
-        return [
-            record(run_id, seq, kind, key, data, _utc(at))
-            for seq, kind, key, data, at in rows
-            if seq is not None  # the one row of a run with no record after `start`
-        ]
+            rows = conn.execute(PAGE_SQL, (start, run_id, most)).fetchall()
+        return page_of(run_id, rows)
+
+    def _source(self, run_id: str) -> Any:
+        from agentloops.journal.postgres_follow import Follower
+
+        return Follower(self, run_id)
+
+    def _asource(self, run_id: str) -> Any:
+        from agentloops.journal.postgres_follow import AsyncFollower
+
+        return AsyncFollower(self, run_id)
 
     def find(self, run_id: str, *, kind: str, key: str) -> JournalRecord | None:
         with self._using(run_id, f"read run {run_id!r}") as conn:
@@ -328,7 +337,9 @@ class PostgresStore(ConnectionPerProcess):
     def _find(conn: Conn, run_id: str, kind: str, key: str) -> JournalRecord | None:
         query = f"{_RECORD} WHERE run_id = %s AND kind = %s AND key = %s"
         row = conn.execute(query, (run_id, kind, key)).fetchone()
-        return None if row is None else record(run_id, row[0], row[1], row[2], row[3], _utc(row[4]))
+        return (
+            None if row is None else record(run_id, row[0], row[1], row[2], row[3], as_utc(row[4]))
+        )
 
     def run_info(self, run_id: str) -> RunInfo:
         with self._using(run_id, f"read run {run_id!r}") as conn:
@@ -339,7 +350,7 @@ class PostgresStore(ConnectionPerProcess):
         row = conn.execute(f"{_INFO} WHERE run_id = %s", (run_id,)).fetchone()
         if row is None:
             raise not_found(run_id)
-        return run_info(row, _utc)
+        return run_info(row, as_utc)
 
     def list_runs(self, *, status: str | None = None, kind: str | None = None) -> list[RunInfo]:
         with self._using("", "list the runs") as conn:
@@ -348,7 +359,7 @@ class PostgresStore(ConnectionPerProcess):
                 " AND (%(kind)s::text IS NULL OR kind = %(kind)s) ORDER BY created_at, run_id",
                 {"status": status, "kind": kind},
             ).fetchall()
-        return [run_info(row, _utc) for row in rows]
+        return [run_info(row, as_utc) for row in rows]
 
     def delete(self, run_id: str, *, force: bool = False) -> bool:
         with self._using(run_id, f"delete run {run_id!r}", transaction=True) as conn:
@@ -360,11 +371,8 @@ class PostgresStore(ConnectionPerProcess):
             if row is None:
                 return False
             if not force and row[0] is not None and row[2]:
-                raise leased(run_id, row[0], _utc(row[1]))
+                raise leased(run_id, row[0], as_utc(row[1]))
             conn.execute("DELETE FROM agentloops_journal WHERE run_id = %s", (run_id,))
             conn.execute("DELETE FROM agentloops_runs WHERE run_id = %s", (run_id,))
+            conn.execute(f"SELECT {_NOTIFY}", {"run_id": run_id})  # its followers end
         return True
-
-
-def _utc(value: datetime | None) -> Any:
-    return None if value is None else value.astimezone(timezone.utc)

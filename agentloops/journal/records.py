@@ -7,13 +7,18 @@ and `agentloops.engine` import this module, never the package's `__init__`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 Entry = tuple[str, Mapping[str, Any]] | tuple[str, Mapping[str, Any], str | None]
 """One record to append: `(kind, data)` or `(kind, data, key)`."""
+
+DRIVE_ENDS = frozenset({"result", "failed"})
+"""The kinds of record a durable driver writes last in a drive: `"result"` (the run
+finished or paused for approval) and `"failed"` (it failed, or stopped at a call in
+doubt). `follow` ends after one of them when nothing follows it."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -176,8 +181,25 @@ class RunStore(Protocol):
         """Change the header under `lease`: `status`, and `meta` (replaced whole)."""
         ...
 
-    def read(self, run_id: str, *, after: int = 0) -> list[JournalRecord]:
-        """The run's records with `seq > after`, in order. `RunNotFound` for an unknown run."""
+    def read(self, run_id: str, *, after: int = 0, limit: int | None = None) -> list[JournalRecord]:
+        """The run's records with `seq > after`, in order, at most `limit` of them (a page).
+        `RunNotFound` for an unknown run."""
+        ...
+
+    def follow(
+        self, run_id: str, *, after: int = 0, timeout: float | None = None
+    ) -> Iterator[JournalRecord]:
+        """The run's records with `seq > after` as they are appended, by any process or
+        store object, ending after the record that ends a drive (`DRIVE_ENDS`) when nothing
+        follows it. `timeout`: the longest wait for a new record (`TimeoutError` after it);
+        `None` waits as long as it takes. `RunNotFound` for an unknown or deleted run.
+        Closing the iterator early frees what the follower holds (its connection)."""
+        ...
+
+    def afollow(
+        self, run_id: str, *, after: int = 0, timeout: float | None = None
+    ) -> AsyncIterator[JournalRecord]:
+        """`follow` on the event loop: waiting never blocks it."""
         ...
 
     def find(self, run_id: str, *, kind: str, key: str) -> JournalRecord | None:

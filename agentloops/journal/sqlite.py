@@ -11,6 +11,7 @@ driver or a loop.
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -25,6 +26,7 @@ from agentloops.journal._base import (
     bounded,
     check_after,
     check_after_arg,
+    check_limit,
     check_schema,
     fence,
     key_taken,
@@ -36,6 +38,7 @@ from agentloops.journal._base import (
     utc_or_none,
 )
 from agentloops.journal._connection import ConnectionPerProcess
+from agentloops.journal.follow import backoff
 from agentloops.journal.records import JournalRecord, Lease, RunInfo
 
 _SCHEMA = (
@@ -65,6 +68,14 @@ _RECORD = "SELECT seq, kind, key, CAST(data AS BLOB), at FROM agentloops_journal
 _VERSION = 2
 """The table layout this store writes: version 2 added `agentloops_runs.lease_ttl` (a file
 of version 1 gets the column when it is first opened; its leases then have none)."""
+
+# A page of a run's records, or one row of NULLs for a run with none after `seq`, or no
+# row at all for an unknown run: one statement, so one snapshot.
+_PAGE = (
+    "SELECT j.seq, j.kind, j.key, CAST(j.data AS BLOB), j.at FROM agentloops_runs r"
+    " LEFT JOIN agentloops_journal j ON j.run_id = r.run_id AND j.seq > ?"
+    " WHERE r.run_id = ? ORDER BY j.seq LIMIT ?"
+)
 
 
 class SQLiteStore(ConnectionPerProcess):
@@ -103,18 +114,30 @@ class SQLiteStore(ConnectionPerProcess):
         timeout: float = 30.0,
         synchronous: Literal["FULL", "NORMAL"] = "FULL",
         clock: Callable[[], float] = time.time,
+        follow_poll: float = 0.05,
     ):
         if synchronous not in ("FULL", "NORMAL"):
             raise ConfigurationError(f'synchronous must be "FULL" or "NORMAL", got {synchronous!r}')
+        if not isinstance(follow_poll, int | float) or not 0 < follow_poll <= 60:
+            raise ConfigurationError(
+                f"follow_poll must be > 0 and <= 60 seconds, got {follow_poll!r}"
+            )
         self.path = Path(path)
         """The database file."""
         self.timeout = timeout
         self.synchronous = synchronous
         self._clock = clock
+        self.follow_poll = float(follow_poll)
+        """The longest a follower waits between two looks at the file (see `follow`)."""
         self._init_connection()
 
     def _settings(self) -> dict[str, Any]:
-        settings = {"path": self.path, "timeout": self.timeout, "synchronous": self.synchronous}
+        settings = {
+            "path": self.path,
+            "timeout": self.timeout,
+            "synchronous": self.synchronous,
+            "follow_poll": self.follow_poll,
+        }
         return settings if self._clock is time.time else {**settings, "clock": self._clock}
 
     def connect(self) -> sqlite3.Connection:
@@ -284,16 +307,17 @@ class SQLiteStore(ConnectionPerProcess):
         at = utc(now)
         return [record(run_id, last + i, e.kind, e.key, e.data, at) for i, e in enumerate(new, 1)]
 
-    def read(self, run_id: str, *, after: int = 0) -> list[JournalRecord]:
+    def read(self, run_id: str, *, after: int = 0, limit: int | None = None) -> list[JournalRecord]:
         start = check_after_arg(after) or 0
+        most = check_limit(limit)
         with self._using(run_id, f"read run {run_id!r}") as conn:
-            if not conn.execute(
-                "SELECT 1 FROM agentloops_runs WHERE run_id = ?", (run_id,)
-            ).fetchone():
-                raise not_found(run_id)
-            query = f"{_RECORD} WHERE run_id = ? AND seq > ? ORDER BY seq"
-            rows = conn.execute(query, (run_id, start)).fetchall()
-        return [record(run_id, seq, kind, key, data, utc(at)) for seq, kind, key, data, at in rows]
+            return _page(conn, run_id, start, -1 if most is None else most)
+
+    def _source(self, run_id: str) -> _Follower:
+        return _Follower(self, run_id)
+
+    def _asource(self, run_id: str) -> _AsyncFollower:
+        return _AsyncFollower(_Follower(self, run_id))
 
     def find(self, run_id: str, *, kind: str, key: str) -> JournalRecord | None:
         with self._using(run_id, f"read run {run_id!r}") as conn:
@@ -354,6 +378,106 @@ def _migrated(conn: sqlite3.Connection) -> int:
         conn.execute(query, (_VERSION,))
         return _VERSION
     return int(row[0])
+
+
+def _page(conn: sqlite3.Connection, run_id: str, after: int, limit: int) -> list[JournalRecord]:
+    """Up to `limit` records after `after` (-1: all of them); `RunNotFound` if no such run."""
+    rows = conn.execute(_PAGE, (after, run_id, limit)).fetchall()
+    if not rows:
+        raise not_found(run_id)
+    return [
+        record(run_id, seq, kind, key, data, utc(at))
+        for seq, kind, key, data, at in rows
+        if seq is not None  # the one row of a run with no record after `after`
+    ]
+
+
+class _Follower:
+    """A follower's source (`follow.Source`): a connection of its own, which sees another
+    connection's commit as a new `PRAGMA data_version`, polled at intervals that start at
+    2 ms after a change and double up to the store's `follow_poll` while nothing changes."""
+
+    def __init__(self, store: SQLiteStore, run_id: str):
+        self.store, self.run_id = store, run_id
+        self.conn: sqlite3.Connection | None = None
+        self.version = -1
+        self.interval = backoff(0.002, store.follow_poll)
+
+    def _connection(self) -> sqlite3.Connection:
+        if self.conn is None:
+            try:
+                self.conn = sqlite3.connect(
+                    self.store.path,
+                    timeout=self.store.timeout,
+                    isolation_level=None,
+                    check_same_thread=False,
+                )
+            except sqlite3.Error as exc:
+                raise StoreError(
+                    f"{self.store.path}: cannot follow run {self.run_id!r}: {exc}"
+                ) from exc
+        return self.conn
+
+    def _checked(self, what: str, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except sqlite3.Error as exc:
+            raise StoreError(
+                f"{self.store.path}: could not {what} run {self.run_id!r}: {exc}",
+                run_id=self.run_id,
+            ) from exc
+
+    def _version(self) -> int:
+        row = self._checked("follow", self._connection().execute, "PRAGMA data_version")
+        return int(row.fetchone()[0])
+
+    def page(self, after: int, limit: int) -> list[JournalRecord]:
+        self.version = self._version()  # before the read: a commit after it shows as a change
+        return self._checked("read", _page, self._connection(), self.run_id, after, limit)  # type: ignore[no-any-return]
+
+    def changed(self) -> float:
+        """0 when the file changed since the last page; else how long to sleep next."""
+        if self._version() != self.version:
+            self.interval(True)
+            return 0.0
+        return self.interval(False)
+
+    def wait(self, timeout: float | None) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while (pause := self.changed()) > 0:
+            if deadline is not None:
+                pause = min(pause, deadline - time.monotonic())
+                if pause <= 0:
+                    return
+            time.sleep(pause)
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+
+class _AsyncFollower:
+    """`_Follower` on the event loop: the reads are short and run inline (WAL readers never
+    wait for a writer), the sleeps are the loop's."""
+
+    def __init__(self, follower: _Follower):
+        self.follower = follower
+
+    async def page(self, after: int, limit: int) -> list[JournalRecord]:
+        return self.follower.page(after, limit)
+
+    async def wait(self, timeout: float | None) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while (pause := self.follower.changed()) > 0:
+            if deadline is not None:
+                pause = min(pause, deadline - time.monotonic())
+                if pause <= 0:
+                    return
+            await asyncio.sleep(pause)
+
+    async def close(self) -> None:
+        self.follower.close()
 
 
 @contextmanager

@@ -20,7 +20,9 @@ import time
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Iterator, Mapping
 from typing import Any
 
+from agentloops.engine.decisions import Decisions
 from agentloops.engine.effects import Machine
+from agentloops.engine.fork import Replacement
 from agentloops.engine.host import ToolHost
 from agentloops.engine.meter import meter_for
 from agentloops.engine.runner import Opening, Runner, new_run_id
@@ -190,6 +192,7 @@ class PlanAndExecute:
                 deadline=deadline,
             ),
             forget_finished=store is None,  # its own store keeps what can still resume
+            milestones=True,  # its plan and steps, journaled for replay_events
         )
         self.max_cost, self.price, self.deadline = max_cost, price, deadline
         self.max_depth = max_depth
@@ -239,7 +242,7 @@ class PlanAndExecute:
     def resume(
         self,
         run_id: str,
-        decisions: dict[str, bool] | None = None,
+        decisions: Decisions | None = None,
         *,
         allow_changes: Collection[str] = (),
     ) -> PlanExecuteResult:
@@ -248,10 +251,11 @@ class PlanAndExecute:
         The run's lease is taken, the decisions are recorded under it (exactly once across
         processes), and the journal is replayed: nothing on record runs again. A finished
         run's result comes back without calling any model. A run paused for approval needs
-        `decisions` (call id to approved, as for `ReActLoop.resume`); without them it
-        stays paused. Without a store, only this loop's runs that have not finished can
-        be resumed, in this process. The run's fingerprint (its prompts, tools and limits)
-        must match this loop's, but for the parts `allow_changes` names.
+        `decisions` (call id to approved, as for `ReActLoop.resume`; "rerun" or "skip" for a
+        call in doubt); without them it stays paused. Without a store, only this loop's
+        runs that have not finished can be resumed, in this process. The run's fingerprint
+        (its prompts, tools and limits) must match this loop's, but for the parts
+        `allow_changes` names.
 
         Raises:
             RunNotFound: no run has this id.
@@ -268,12 +272,50 @@ class PlanAndExecute:
     async def aresume(
         self,
         run_id: str,
-        decisions: dict[str, bool] | None = None,
+        decisions: Decisions | None = None,
         *,
         allow_changes: Collection[str] = (),
     ) -> PlanExecuteResult:
         """`resume` on the event loop."""
         opening = self._again(run_id, decisions, allow_changes)
+        return await self._runner.arun(opening, self._host(), self.on_event)
+
+    def fork(
+        self,
+        run_id: str,
+        *,
+        at: int,
+        new_run_id: str | None = None,
+        replace: Replacement | None = None,
+    ) -> PlanExecuteResult:
+        """Start a new run from a journaled one's record `at` (needs a `store`): its
+        journal up to `at` is copied (record `at` replaced by `replace`, when given: a
+        model answer, a tool's result or a decision), replayed, then the fork goes on live.
+        The source run is untouched; the fork's meta names it (`forked_from`). See
+        docs/operations.md.
+
+        Raises:
+            RunNotFound: no run `run_id`; RunExists: `new_run_id` is taken.
+            ConfigurationError: no store; `at` is no record of the run; `replace` does
+                not fit record `at`.
+        """
+        opening = self._runner.forked(
+            run_id, at, new_run_id, replace, self._rebuilt, self._fingerprint
+        )
+        return self._runner.run(opening, self._host(), self.on_event)
+
+    async def afork(
+        self,
+        run_id: str,
+        *,
+        at: int,
+        new_run_id: str | None = None,
+        replace: Replacement | None = None,
+    ) -> PlanExecuteResult:
+        """`fork` on the event loop."""
+        opening = self._runner.forked(
+            run_id, at, new_run_id, replace, self._rebuilt, self._fingerprint
+        )
         return await self._runner.arun(opening, self._host(), self.on_event)
 
     def status(self, run_id: str) -> PlanExecuteResult:
@@ -289,7 +331,7 @@ class PlanAndExecute:
         return self._runner.fresh(build, run_id, lambda: {"task": task}, self._fingerprint)
 
     def _again(
-        self, run_id: str, decisions: dict[str, bool] | None, allow_changes: Collection[str]
+        self, run_id: str, decisions: Decisions | None, allow_changes: Collection[str]
     ) -> Opening[PlanExecuteResult]:
         return self._runner.journaled(
             run_id, decisions, self._rebuilt, self._fingerprint, allow_changes

@@ -22,7 +22,9 @@ from collections.abc import (
 )
 from typing import Any
 
+from agentloops.engine.decisions import Decisions, approvals
 from agentloops.engine.effects import Machine
+from agentloops.engine.fork import Replacement
 from agentloops.engine.host import ToolHost
 from agentloops.engine.meter import meter_for
 from agentloops.engine.runner import Opening, Runner, new_run_id
@@ -236,15 +238,18 @@ class ReActLoop:
     def resume(
         self,
         result: ReActResult | str,
-        decisions: dict[str, bool] | None = None,
+        decisions: Decisions | None = None,
         *,
         parent_run_id: str | None = None,
         allow_changes: Collection[str] = (),
     ) -> ReActResult:
         """Continue a paused run: from its `ReActResult`, or by its run id with a `store`.
 
-        `decisions` maps each pending call id to True (run it, exactly as shown) or False
-        (deny it: the model gets an error result saying so). From a result, a pause resumes
+        `decisions` maps each pending call id to True or "approve" (run it, exactly as
+        shown) or False or "deny" (deny it: the model gets an error result saying so); by
+        run id, a call in doubt takes "rerun" (run it again with the same idempotency key)
+        or "skip" (record it as not run), and an approval for it is refused (see
+        `agentloops.waiting`). From a result, a pause resumes
         once per process, whichever loop object resumes it. By run id, the decisions are
         recorded in the store under the run's lease before anything runs, so of two
         processes approving the same pause, one runs the call and the other gets
@@ -269,13 +274,51 @@ class ReActLoop:
     async def aresume(
         self,
         result: ReActResult | str,
-        decisions: dict[str, bool] | None = None,
+        decisions: Decisions | None = None,
         *,
         parent_run_id: str | None = None,
         allow_changes: Collection[str] = (),
     ) -> ReActResult:
         """`resume` on the event loop."""
         opening = self._again(result, decisions, parent_run_id, allow_changes)
+        return await self._runner.arun(opening, self._host(), self.on_event)
+
+    def fork(
+        self,
+        run_id: str,
+        *,
+        at: int,
+        new_run_id: str | None = None,
+        replace: Replacement | None = None,
+    ) -> ReActResult:
+        """Start a new run from a journaled one's record `at` (needs a `store`): its
+        journal up to `at` is copied (record `at` replaced by `replace`, when given: a
+        model answer, a tool's result or a decision), replayed, then the fork goes on live.
+        The source run is untouched; the fork's meta names it (`forked_from`). See
+        docs/operations.md.
+
+        Raises:
+            RunNotFound: no run `run_id`; RunExists: `new_run_id` is taken.
+            ConfigurationError: no store; `at` is no record of the run; `replace` does
+                not fit record `at`.
+        """
+        opening = self._runner.forked(
+            run_id, at, new_run_id, replace, self._rebuilt, self._fingerprint
+        )
+        return self._runner.run(opening, self._host(), self.on_event)
+
+    async def afork(
+        self,
+        run_id: str,
+        *,
+        at: int,
+        new_run_id: str | None = None,
+        replace: Replacement | None = None,
+    ) -> ReActResult:
+        """`fork` on the event loop."""
+        opening = self._runner.forked(
+            run_id, at, new_run_id, replace, self._rebuilt, self._fingerprint
+        )
         return await self._runner.arun(opening, self._host(), self.on_event)
 
     def status(self, run_id: str) -> ReActResult:
@@ -299,7 +342,7 @@ class ReActLoop:
     def _again(
         self,
         result: ReActResult | str,
-        decisions: dict[str, bool] | None,
+        decisions: Decisions | None,
         parent_run_id: str | None,
         allow_changes: Collection[str],
     ) -> Opening[ReActResult]:
@@ -307,10 +350,11 @@ class ReActLoop:
             return self._runner.journaled(
                 result, decisions, self._rebuilt, self._fingerprint, allow_changes
             )
+        answers = approvals(decisions or {})
 
         def build(observed: bool) -> Machine[ReActResult]:
             return self.resume_machine(
-                result, decisions or {}, parent_run_id=parent_run_id, observed=observed
+                result, answers, parent_run_id=parent_run_id, observed=observed
             )
 
         return self._runner.local(build, allow_changes)

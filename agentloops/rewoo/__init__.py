@@ -22,7 +22,9 @@ import pydantic
 
 from agentloops._validation import field_errors
 from agentloops.engine import sync
+from agentloops.engine.decisions import Decisions
 from agentloops.engine.effects import Machine
+from agentloops.engine.fork import Replacement
 from agentloops.engine.host import ToolHost
 from agentloops.engine.meter import meter_for
 from agentloops.engine.runner import Opening, Runner, new_run_id
@@ -220,6 +222,7 @@ class ReWOOPipeline:
             meter_for(
                 [self.planner, self.solver], price=price, max_cost=max_cost, deadline=deadline
             ),
+            milestones=True,  # its plan and steps, journaled for replay_events
         )
         self.max_cost, self.price, self.deadline = max_cost, price, deadline
         self.max_depth = max_depth
@@ -311,13 +314,13 @@ class ReWOOPipeline:
     def resume(
         self,
         run_id: str,
-        decisions: dict[str, bool] | None = None,
+        decisions: Decisions | None = None,
         *,
         allow_changes: Collection[str] = (),
     ) -> ReWOOResult:
         """Continue a journaled run (needs a `store`): what it recorded is replayed without
         calling any model or tool again, then it goes on live. `decisions` settle calls in
-        doubt (`CallInDoubt`): True runs one again, False records it as not run.
+        doubt (`CallInDoubt`): "rerun" runs one again, "skip" records it as not run.
 
         The pipeline must be built as the one that started the run (its prompts, tools and
         limits: the run's fingerprint), but for the parts `allow_changes` names.
@@ -333,12 +336,50 @@ class ReWOOPipeline:
     async def aresume(
         self,
         run_id: str,
-        decisions: dict[str, bool] | None = None,
+        decisions: Decisions | None = None,
         *,
         allow_changes: Collection[str] = (),
     ) -> ReWOOResult:
         """`resume` on the event loop."""
         opening = self._journaled(run_id, decisions, allow_changes)
+        return await self._runner.arun(opening, self._host(), self.on_event)
+
+    def fork(
+        self,
+        run_id: str,
+        *,
+        at: int,
+        new_run_id: str | None = None,
+        replace: Replacement | None = None,
+    ) -> ReWOOResult:
+        """Start a new run from a journaled one's record `at` (needs a `store`): its
+        journal up to `at` is copied (record `at` replaced by `replace`, when given: a
+        model answer, a tool's result or a decision), replayed, then the fork goes on live.
+        The source run is untouched; the fork's meta names it (`forked_from`). See
+        docs/operations.md.
+
+        Raises:
+            RunNotFound: no run `run_id`; RunExists: `new_run_id` is taken.
+            ConfigurationError: no store; `at` is no record of the run; `replace` does
+                not fit record `at`.
+        """
+        opening = self._runner.forked(
+            run_id, at, new_run_id, replace, self._rebuilt, self._fingerprint
+        )
+        return self._runner.run(opening, self._host(), self.on_event)
+
+    async def afork(
+        self,
+        run_id: str,
+        *,
+        at: int,
+        new_run_id: str | None = None,
+        replace: Replacement | None = None,
+    ) -> ReWOOResult:
+        """`fork` on the event loop."""
+        opening = self._runner.forked(
+            run_id, at, new_run_id, replace, self._rebuilt, self._fingerprint
+        )
         return await self._runner.arun(opening, self._host(), self.on_event)
 
     def status(self, run_id: str) -> ReWOOResult:
@@ -353,7 +394,7 @@ class ReWOOPipeline:
         return self._runner.fresh(build, run_id, lambda: {"task": task}, self._fingerprint)
 
     def _journaled(
-        self, run_id: str, decisions: dict[str, bool] | None, allow_changes: Collection[str]
+        self, run_id: str, decisions: Decisions | None, allow_changes: Collection[str]
     ) -> Opening[ReWOOResult]:
         return self._runner.journaled(
             run_id, decisions, self._rebuilt, self._fingerprint, allow_changes

@@ -14,6 +14,7 @@ from agentloops import (
     CallInDoubt,
     CheckpointError,
     ConfigurationError,
+    DecisionRefused,
     ModelError,
     RunExists,
     RunLeased,
@@ -122,11 +123,44 @@ def test_decisions_must_name_waiting_calls_and_be_booleans(durable_store: Any) -
     loop = ReActLoop(ScriptedModel([]), [send], store=durable_store)
     with pytest.raises(ConfigurationError, match="no call 'zz' waiting"):
         loop.resume("r1", {"zz": True})
-    with pytest.raises(ConfigurationError, match="True or False"):
+    refused = "a decision is True, False, .approve., .deny., .rerun. or .skip."
+    with pytest.raises(ConfigurationError, match=refused):
         loop.resume("r1", {"s1": "yes"})  # type: ignore[dict-item]
     with pytest.raises(ConfigurationError, match=r"no decision for pending calls \['s2'\]"):
         loop.resume("r1", {"s1": True})
     assert not [r for r in durable_store.read("r1") if r.kind == "decision"]
+
+
+def test_a_reopened_run_that_goes_on_says_running_until_its_drive_ends(
+    durable_store: Any, ReActLoop: Any
+) -> None:
+    """A run that crashes after its decisions are recorded is "running" (it went on), not
+    "paused"; one resumed after failing is "running" again from its first new record."""
+
+    def crash(request: Any) -> Any:
+        raise Crash
+
+    model = ScriptedModel([use_tools(ToolCall("s1", "send", {"to": "ann"}))])
+    ReActLoop(model, [send], store=durable_store).run("q", run_id="r1")
+    assert durable_store.run_info("r1").status == "paused"
+    with pytest.raises(Crash):  # approved, sent, then the process died asking for the answer
+        ReActLoop(ScriptedModel([crash]), [send], store=durable_store).resume("r1", {"s1": True})
+    assert [("send", key(durable_store, "r1", "s1"))] == LEDGER
+    assert durable_store.run_info("r1").status == "running"
+
+    failing = ScriptedModel([use_tools(("look", {"key": "a"})), ModelError("down")])
+    with pytest.raises(ModelError):
+        ReActLoop(failing, [look], store=durable_store).run("q", run_id="r2")
+    assert durable_store.run_info("r2").status == "failed"
+    with pytest.raises(Crash):
+        ReActLoop(ScriptedModel([crash]), [look], store=durable_store).resume("r2")
+    assert durable_store.run_info("r2").status == "failed"  # nothing new was written
+    two_steps = ScriptedModel([use_tools(("look", {"key": "b"})), crash])
+    with pytest.raises(Crash):
+        ReActLoop(two_steps, [look], store=durable_store).resume("r2")
+    assert durable_store.run_info("r2").status == "running"  # it went on, then died
+    done = ReActLoop(ScriptedModel(["B."]), [look], store=durable_store).resume("r2")
+    assert done.answer == "B." and durable_store.run_info("r2").status == "finished"
 
 
 def test_a_denied_call_never_runs(durable_store: Any, ReActLoop: Any) -> None:
@@ -204,14 +238,14 @@ def test_a_side_effecting_call_in_doubt_waits_for_a_person(
         loop.resume("r1")
     assert [c.id for c in info.value.calls] == ["c1"]
     assert durable_store.run_info("r1").status == "in_doubt"
-    result = loop.resume("r1", {"c1": True})  # run it again, with the same key
+    result = loop.resume("r1", {"c1": "rerun"})  # run it again, with the same key
     assert result.answer == "Charged." and LEDGER[-1] == ("charge", key(durable_store, "r1", "c1"))
 
 
 def test_a_call_in_doubt_can_be_recorded_as_not_run(durable_store: Any, ReActLoop: Any) -> None:
     crashing_run(durable_store, "charge")
     result = ReActLoop(ScriptedModel(["Skipped."]), [charge], store=durable_store).resume(
-        "r1", {"c1": False}
+        "r1", {"c1": "skip"}
     )
     assert [x for x, _ in LEDGER] == ["died"]
     assert "a person chose not to run it again" in result.messages[2].tool_results[0].content
@@ -358,7 +392,11 @@ def test_an_approved_call_in_doubt_is_asked_about_again_before_it_runs_again(
     s1 = key(durable_store, "r1", "s1")
     assert [c.id for c in info.value.calls] == ["s1"] and [("died", s1)] == LEDGER
     assert durable_store.run_info("r1").status == "in_doubt"
-    result = loop.resume("r1", {"s1": True})  # a person decides: run it again, same key
+    # "Approve everything pending" must not re-run it: an approval is not a re-run.
+    with pytest.raises(DecisionRefused, match=r"s1 \(send\) of run 'r1' is in doubt.*'rerun'"):
+        loop.resume("r1", {"s1": True})
+    assert [("died", s1)] == LEDGER
+    result = loop.resume("r1", {"s1": "rerun"})  # a person decides: run it again, same key
     assert result.answer == "Sent." and [("died", s1), ("send", s1)] == LEDGER
     again = ReActLoop(ScriptedModel([]), [send], store=durable_store).resume("r1", {"s1": True})
     assert again.answer == "Sent." and len(LEDGER) == 2  # a second "yes" changes nothing
@@ -376,10 +414,12 @@ def test_a_yes_to_a_call_in_doubt_stands_until_its_outcome_is_recorded(
         raise Crash
 
     with pytest.raises(Crash):  # run again as decided, and interrupted again
-        ReActLoop(ScriptedModel([]), [dies_again], store=durable_store).resume("r1", {"c1": True})
+        ReActLoop(ScriptedModel([]), [dies_again], store=durable_store).resume(
+            "r1", {"c1": "rerun"}
+        )
     # The same decision from a second operator (or a retry) is taken as given, not refused.
     loop = ReActLoop(ScriptedModel(["Charged."]), [charge], store=durable_store)
-    result = loop.resume("r1", {"c1": True})
+    result = loop.resume("r1", {"c1": "rerun"})
     assert result.answer == "Charged." and [x for x, _ in LEDGER] == [
         "died",
         "died again",
@@ -411,7 +451,7 @@ def test_a_call_in_doubt_of_a_fail_tool_fails_the_run(durable_store: Any) -> Non
     with pytest.raises(CallInDoubt) as info:
         loop.resume("r1")
     assert info.value.policy == "fail" and durable_store.run_info("r1").status == "failed"
-    assert loop.resume("r1", {"c1": True}).answer == "Wired."  # an operator decided
+    assert loop.resume("r1", {"c1": "rerun"}).answer == "Wired."  # an operator decided
     c1 = key(durable_store, "r1", "c1")
     assert [("died", c1), ("wire", c1)] == LEDGER
 
@@ -563,7 +603,7 @@ def test_every_call_in_doubt_after_one_crash_is_raised_at_once(
     assert [c.id for c in info.value.calls] == started
     assert "6 call(s)" in str(info.value) and durable_store.run_info("r1").status == "in_doubt"
     before = len(LEDGER)
-    decisions = {c.id: c.id != "c3" for c in calls}  # all but c3 run again
+    decisions = {c.id: "rerun" if c.id != "c3" else "skip" for c in calls}  # all but c3
     result = loop.resume("r1", decisions)
     assert result.answer == "Charged." and len(LEDGER) == before + 5
     assert sorted(k for x, k in LEDGER[before:]) == sorted(
@@ -600,5 +640,5 @@ def test_a_rerun_call_in_doubt_waits_with_the_others_for_the_decisions(
     with pytest.raises(CallInDoubt) as info:
         loop.resume("r1")
     assert [c.id for c in info.value.calls] == ["c1"] and len(LEDGER) == before
-    assert loop.resume("r1", {"c1": True}).answer == "Done."
+    assert loop.resume("r1", {"c1": "rerun"}).answer == "Done."
     assert sorted(x for x, _ in LEDGER[before:]) == ["charge", "look"]

@@ -16,13 +16,16 @@ from agentloops import (
     CallInDoubt,
     CheckpointError,
     ConfigurationError,
+    DecisionRefused,
     ModelError,
     ModelRequest,
     ModelResponse,
     RunNotFound,
     ToolCall,
+    decide,
     idempotency_key,
     tool,
+    waiting,
 )
 from agentloops.engine.runner import new_run_id
 from agentloops.engine.session import waiting_below
@@ -155,8 +158,24 @@ def test_a_decision_for_a_call_nowhere_below_is_refused(durable_store: Any, ReAc
     chain(ReActLoop, durable_store).run("Pay INV-7.", run_id="top")
     with pytest.raises(ConfigurationError, match="has no call 'p9' waiting"):
         chain(ReActLoop, durable_store).resume("top", {"p9": True})
-    with pytest.raises(ConfigurationError, match="must be True or False"):
+    with pytest.raises(ConfigurationError, match="a decision is True, False"):
         chain(ReActLoop, durable_store).resume("top", {"p1": "yes"})  # type: ignore[dict-item]
+
+
+def test_a_call_waiting_two_levels_down_is_listed_and_decided_in_its_own_run(
+    durable_store: Any, ReActLoop: Any
+) -> None:
+    chain(ReActLoop, durable_store).run("Pay INV-7.", run_id="top")
+    with pytest.raises(DecisionRefused, match=r"waits for approval.*approve it"):
+        chain(ReActLoop, durable_store).resume("top", {"p1": "rerun"})  # not in doubt
+    found = waiting(durable_store, "top")
+    assert [(w.run_id, w.call_id, w.why) for w in found] == [("top:t1:m1", "p1", "approval")]
+    record = decide(durable_store, found[0].run_id, "p1", "approve", by="ops")
+    assert record is not None and record.run_id == "top:t1:m1"
+    assert waiting(durable_store, "top") == []
+    done = chain(ReActLoop, durable_store).resume("top")
+    assert done.answer == "t1: m1: payer: paid INV-7"
+    assert LEDGER == ["pay INV-7 top:t1:m1:p1"]
 
 
 def test_a_sub_run_is_never_resumed_on_its_own(durable_store: Any, ReActLoop: Any) -> None:
@@ -294,7 +313,11 @@ def test_a_call_in_doubt_below_stops_the_top_and_is_decided_through_it(
     assert [c.id for c in caught.value.calls] == ["x1"]
     assert caught.value.result.run_id == "top"
     assert waiting_below(durable_store, "top")["x1"][0] == "doubt"
-    done = build().resume("top", {"x1": True})
+    with pytest.raises(DecisionRefused, match=r"in doubt.*'rerun'"):  # not an approval
+        build().resume("top", {"x1": True})
+    assert [w.why for w in waiting(durable_store, "top")] == ["doubt"]
+    assert waiting(durable_store, "top")[0].run_id == "top:t1"  # the run to decide in
+    done = build().resume("top", {"x1": "rerun"})
     assert done.answer == "t1: mover: moved"
     assert LEDGER == ["transfer 100 top:t1:x1"] * 2  # once crashed, once again by decision
 
@@ -383,6 +406,13 @@ def test_a_plan_and_execute_sub_agent_pauses_its_caller_and_resumes_with_it(
     resumed = build().resume(top if durable else paused, {"p1": True})
     assert resumed.answer == "t1: report: paid" and [f"pay INV-7 {top}:t1.1:p1"] == LEDGER
     assert resumed.model_calls == 6  # top 2; planner 1, step 2, reporter 1: each once
+    if durable:  # its milestones journaled once, paused or not, and replayed from there
+        from agentloops.events import replay_events
+
+        below = durable_store.read(f"{top}:t1")
+        kinds = [type(e).__name__ for e in replay_events(r for r in below if r.kind == "event")]
+        assert kinds == ["PlanMade", "StepStarted", "StepFinished"]
+        assert all(e.run_id.startswith(f"{top}:t1") for e in replay_events(below))
     if not durable:  # finished: its own store forgot it
         with pytest.raises(RunNotFound):
             sub.status(f"{top}:t1")
@@ -552,3 +582,25 @@ def test_a_sub_run_left_by_a_deleted_run_of_the_same_id_is_replaced_not_replayed
     assert LEDGER == ["note x top:t1:n1", "note x top:t1:n1"]
     assert len(set(KEYS)) == 2  # each sub-run's nonce in its calls' keys
     assert durable_store.run_info("top:t1").meta["parent_nonce"] != nonce
+
+
+def test_a_fork_renames_its_sub_runs_and_runs_an_unfinished_one_as_its_own(
+    durable_store: Any, ReActLoop: Any
+) -> None:
+    chain(ReActLoop, durable_store).run("Pay INV-7.", run_id="top")
+    chain(ReActLoop, durable_store).resume("top", {"p1": True})
+    past = durable_store.read("top")
+    started = next(r for r in past if r.kind == "tool_started")
+    finished = next(r for r in past if r.kind == "tool_finished")
+
+    after = chain(ReActLoop, durable_store).fork("top", at=finished.seq, new_run_id="f1")
+    assert after.answer == "t1: m1: payer: paid INV-7" and len(LEDGER) == 1  # replayed
+    copied = next(r for r in durable_store.read("f1") if r.kind == "tool_started")
+    assert (copied.key, copied.data["subrun"]) == ("f1:t1", "f1:t1")
+
+    before = chain(ReActLoop, durable_store).fork("top", at=started.seq, new_run_id="f2")
+    assert before.stop_reason == "approval_required"  # its own sub-run, paused below
+    assert [(w.run_id, w.call_id) for w in waiting(durable_store, "f2")] == [("f2:t1:m1", "p1")]
+    done = chain(ReActLoop, durable_store).resume("f2", {"p1": "approve"})
+    assert done.answer == "t1: m1: payer: paid INV-7"
+    assert LEDGER == ["pay INV-7 top:t1:m1:p1", "pay INV-7 f2:t1:m1:p1"]

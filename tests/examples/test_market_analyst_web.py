@@ -611,3 +611,34 @@ def test_a_port_in_use_is_reported(tmp_path: Path) -> None:
     finally:
         taken.close()
     assert code == 2 and said[0].startswith("Cannot serve on 127.0.0.1:")
+
+
+# -- a run this server does not drive: its feed from the journals ---------------------
+
+
+def test_after_a_restart_the_feed_of_a_run_comes_from_its_journals(web, tmp_path) -> None:
+    run_id = web.start("Quick snapshot of NVDA")
+    live = web.feed(run_id)
+    restarted = create_app(web.store, _offline(), user="tester")  # a new server, same store
+    with TestClient(restarted, base_url="http://127.0.0.1") as client:
+        again = Web(client, web.store).feed(run_id)
+        assert [i["id"] for i in again] == list(range(len(again)))
+
+        def shown(items: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+            """What both feeds show: the stages, the research loop's plan, tool calls and
+            model calls, and the end (live only: thinking, text, other roles' calls)."""
+            research = {"rewoo", "plan_execute", "react"}
+            return [
+                (i["kind"], i.get("stage"), i.get("key"), i.get("phase"), i.get("status"))
+                for i in items
+                if i["kind"] in ("stage", "plan", "tool", "end")
+                or (i["kind"] == "model" and i["loop"] in research)
+            ]
+
+        assert shown(again) == shown(live) and len(shown(again)) >= 10
+        assert {i["kind"] for i in again} <= {"stage", "plan", "tool", "model", "end"}
+        tail = Web(client, web.store).feed(run_id, last_id=again[-3]["id"])  # reattach
+        assert [i["id"] for i in tail] == [again[-2]["id"], again[-1]["id"]]
+        assert tail[-1] == again[-1] and tail[-1]["status"] == "pending"
+        draft = next(i for i in again if i.get("stage") == "draft")
+        assert "<h2>" in draft["draft_html"]

@@ -194,7 +194,7 @@ def test_a_paused_turn_whose_other_results_went_missing_is_refused(ReActLoop) ->
         ({"nope": True}, "no pending call with id"),
         ({}, "no decision for pending calls"),
         ("pending-and-unknown", "no pending call with id"),
-        ("pending-as-string", "must be True or False"),
+        ("pending-as-string", "a decision is True, False, .approve., .deny."),
     ],
 )
 def test_bad_decisions_are_configuration_errors(decisions: object, message: str, ReActLoop) -> None:

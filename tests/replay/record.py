@@ -73,9 +73,11 @@ def comparable(doc: dict[str, Any]) -> dict[str, Any]:
             data = {**data, "outcome": {**data["outcome"], "seconds": "<seconds>"}}
         if "sum" in data:
             data = {**data, "sum": "<sum>"}
+        if "seconds" in data:  # a model call's, or a step's (an event record)
+            data = {**data, "seconds": "<seconds>"}
         records.append({**r, "at": "<at>", "data": data})
     ordered: list[dict[str, Any]] = []
-    for is_tool, group in itertools.groupby(records, key=lambda r: r["kind"] in _TOOL_KINDS):
+    for is_tool, group in itertools.groupby(records, key=_in_a_stretch):
         stretch = list(group)
         if is_tool:
             seqs = [r["seq"] for r in stretch]
@@ -87,11 +89,21 @@ def comparable(doc: dict[str, Any]) -> dict[str, Any]:
     return {"run": doc["run"], "records": ordered}
 
 
-_TOOL_KINDS = ("tool_started", "tool_finished")
+_TOOL_KINDS = ("tool_started", "tool_finished", "event")
+_STEP_EVENTS = ("StepStarted", "StepFinished")
 
 
-def _by_call(record: dict[str, Any]) -> tuple[str, int]:
-    return (record["key"] or "", _TOOL_KINDS.index(record["kind"]))
+def _in_a_stretch(record: dict[str, Any]) -> bool:
+    """A tool call's record, or a step's event: the threads order these."""
+    if record["kind"] == "event":
+        return record["data"].get("event") in _STEP_EVENTS
+    return record["kind"] in _TOOL_KINDS
+
+
+def _by_call(record: dict[str, Any]) -> tuple[str, int, str]:
+    data = record["data"]
+    key = record["key"] or data.get("step_id", "")
+    return (key, _TOOL_KINDS.index(record["kind"]), data.get("event", ""))
 
 
 def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:

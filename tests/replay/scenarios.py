@@ -25,7 +25,7 @@ class Scenario:
     run_id: str
     die_in: str | None = None
     """Where the recording's process dies, once (a tool's name or a model purpose)."""
-    resumes: tuple[dict[str, bool] | None, ...] = ()
+    resumes: tuple[dict[str, bool | str] | None, ...] = ()
     """The decisions of each `resume` the recording made after the run, in order."""
     expect: dict[str, Any] = field(default_factory=dict)
     """`status`: what `status(run_id)` gives; `refused`: the calls a resume without
@@ -92,7 +92,7 @@ SCENARIOS = [
             "status": {"stop_reason": "running", "model_calls": 1},
             "refused": [_call("t1", "transfer", {"to": "Bob", "amount": 100})],
             "resume": {
-                "decisions": {"t1": True},
+                "decisions": {"t1": "rerun"},
                 "stop_reason": "answered",
                 "answer": "Sent 100 EUR to Bob.",
                 "model_calls": 2,

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from agentloops import CallInDoubt, MemoryStore, RunStore, SQLiteStore
+from agentloops import CallInDoubt, DecisionRefused, MemoryStore, RunStore, SQLiteStore
 from replay import journals
 from replay.loops import LOOPS, Ledger
 from replay.record import differences, main, record
@@ -121,12 +121,15 @@ def test_resume_finishes_asking_only_for_what_the_journal_lacks(case: Any, drive
             return loop.resume(run_id, decisions)
         return asyncio.run(loop.aresume(run_id, decisions))
 
+    decisions = expect["resume"]["decisions"]
     if "refused" in expect:  # a call in doubt: nothing runs until a person decides
         with pytest.raises(CallInDoubt) as info:
             resume(None)
         assert _calls(info.value.calls) == expect["refused"]
         assert ledger.asked == [] and ledger.ran == []
-    result = resume(expect["resume"]["decisions"])
+        decisions = _said_what_they_are(resume, decisions)
+        assert ledger.asked == [] and ledger.ran == []
+    result = resume(decisions)
     _check_result(result, expect["resume"])
     assert ledger.asked == expect["resume"]["asked"]
     ran = _journal_keys(ledger.ran, doc)
@@ -136,6 +139,17 @@ def test_resume_finishes_asking_only_for_what_the_journal_lacks(case: Any, drive
     assert store.run_info(run_id).status == "finished"
     if doc["run"]["status"] == "finished":  # nothing to do: nothing written either
         assert len(store.read(run_id)) == len(doc["records"])
+
+
+def _said_what_they_are(resume: Any, decisions: dict[str, Any]) -> dict[str, Any]:
+    """Files recorded before decisions said what they are give True (an approval) for a
+    call in doubt: refused today, because an approval is not a re-run; "rerun" runs it."""
+    if not any(isinstance(v, bool) for v in decisions.values()):
+        return decisions
+    with pytest.raises(DecisionRefused, match=r"is in doubt.*say 'rerun'"):
+        resume(decisions)
+    said = {True: "rerun", False: "skip"}
+    return {c: said[v] if isinstance(v, bool) else v for c, v in decisions.items()}
 
 
 def test_the_recorder_writes_new_files_only_and_checks_them_against_today(

@@ -46,6 +46,7 @@ from market_analyst.web import views
 from market_analyst.web.guard import BadInput, error, guarded, json_body, text_field
 from market_analyst.web.live import LiveRun, LiveRuns
 from market_analyst.web.policy import SecurityHeaders
+from market_analyst.web.replayed import journal_feed
 from market_analyst.web.trade_api import TradeAPI, trade_view
 from market_analyst.workflow import MODES, Analyst
 
@@ -138,18 +139,22 @@ class WebApp:
         return view
 
     async def events(self, request: Request) -> Response:
-        """The run's feed as server-sent events, from the start or after `Last-Event-ID`."""
+        """The run's feed as server-sent events, from the start or after `Last-Event-ID`:
+        live for a run this server drives, else from its journals (`web.replayed`)."""
         run_id = request.path_params["run_id"]
         live = self.live.get(run_id)
-        if live is None:
-            return error(f"run {run_id} is not running in this server", 404)
         try:
             start = int(request.headers.get("last-event-id", "-1")) + 1
         except ValueError:
             start = 0
+        if live is None:  # driven elsewhere, or before a restart: from its journals
+            await run_in_threadpool(self.store.get, run_id)  # 404 for an unknown run
+            items = journal_feed(self.store, run_id, views.to_html, start)
+        else:
+            items = live.follow(start)
 
         async def stream() -> AsyncIterator[str]:
-            async for i, item in live.follow(start):
+            async for i, item in items:
                 yield f"id: {i}\ndata: {json.dumps(item)}\n\n"
 
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}

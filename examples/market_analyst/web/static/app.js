@@ -104,7 +104,7 @@ async function openRun(runId) {
     return;
   }
   renderRecord(data);
-  if (data.live) {
+  if (data.live || data.lease) {  // here, or elsewhere: the server replays its journal
     follow(runId);
   } else {
     showRecordedCalls(data);

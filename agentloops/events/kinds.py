@@ -1,4 +1,4 @@
-"""Typed run events, and sinks that record them.
+"""Typed run events, and sinks that record them (re-exported by `agentloops.events`).
 
 Every loop takes `on_event`, a plain callable that receives each event as it happens, on
 the thread that runs the loop (the driver brings tool events back from worker threads).

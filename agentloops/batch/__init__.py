@@ -3,9 +3,12 @@
 Typically one agent run per task, on the default thread pool, a process pool, or a
 Dask cluster (`distributed.Client(...).get_executor()`). Results keep input order, a
 failed run becomes an item with its error and never loses the others, and a JSONL
-file lets an interrupted batch skip what already finished when it runs again.
+file lets an interrupted batch skip what already finished when it runs again. With a
+`store`, each item is a durable run (`batch.durable`): an attempt that dies mid-item
+leaves it to the next attempt, which resumes it from its journal.
 
-Rule: a kit; it knows the helpers and errors, and no loop (it maps any function).
+Rule: a kit; it knows the helpers, errors and run stores, and no loop (it maps any
+function).
 """
 
 from __future__ import annotations
@@ -23,7 +26,11 @@ from typing import Any, TextIO
 
 from agentloops._jsonl import JSONLFile, WriteFailed, as_text, read_records
 from agentloops._pickling import ensure_picklable, pickler_for
+from agentloops.batch.durable import DurableItem, WithItem, check_store, run_id_for
 from agentloops.errors import ConfigurationError, RecordWriteError
+from agentloops.journal.records import RunStore
+
+__all__ = ["BatchItem", "DurableItem", "run_many"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,7 +51,7 @@ class BatchItem:
 
 
 def run_many(
-    fn: Callable[[Any], Any],
+    fn: Callable[..., Any],
     inputs: Iterable[Any],
     *,
     executor: Executor | None = None,
@@ -53,6 +60,8 @@ def run_many(
     jsonl: str | Path | None = None,
     key: Callable[[Any], str] | None = None,
     progress: bool | None = None,
+    store: RunStore | None = None,
+    lease_wait: float = 120.0,
 ) -> list[BatchItem]:
     """Run `fn(input)` for every input; return one `BatchItem` per input, in input order.
 
@@ -72,17 +81,32 @@ def run_many(
             value itself (`str()` for what JSON cannot hold). Lines are written whole
             or not at all; unreadable lines (a torn last one) are skipped with a
             `RuntimeWarning`, and a torn last line is cut off before appending.
-        key: how an input is recognised in the JSONL file. Default: its canonical JSON
-            (sorted keys), so inputs must then be JSON-serialisable.
+        key: how an input is recognised in the JSONL file, and (with `store`) its run
+            id. Default: its canonical JSON (sorted keys), so inputs must then be
+            JSON-serialisable (with `store`: `"item-"` and a digest of it).
         progress: draw a one-line progress bar on stderr. `None`: only when stderr is
             a terminal.
+        store: make each item a durable run journaled in this store, its id from
+            `key`: `fn` is then called as `fn(input, item)` with a `DurableItem`, and
+            builds its loop over `item.store` and returns `item.drive(loop, task)`. An
+            attempt killed mid-item (a Dask worker, this process) leaves the run to the
+            next attempt (Dask's own retry, or the next `run_many` call), which resumes
+            it from its journal: no recorded model or tool call runs again, and a
+            finished item's result comes back from the journal. For a process or
+            cluster executor, a store the workers reach (`SQLiteStore` on one machine,
+            `PostgresStore`).
+        lease_wait: with `store`, seconds an item waits for a lease a dead attempt
+            still holds (it lapses after the loop's `lease_ttl`).
 
     Raises:
         ConfigurationError: `max_workers < 1`; `fn` or an input cannot be pickled for
-            `executor` (naming the culprit); with `jsonl`, an input has no JSON key.
-        RecordWriteError: the `jsonl` file could not be written (a full disk): its
-            `.result` holds every item finished so far, in input order, and queued
-            runs are cancelled.
+            `executor` (naming the culprit); with `jsonl`, an input has no JSON key;
+            with `store`, two inputs with one run id, or a `MemoryStore` for workers in
+            other processes.
+        RecordWriteError: the `jsonl` file could not be written (a full disk): queued
+            runs are cancelled, the ones already running are waited for, and its
+            `.result` holds every item that finished, in input order (those the file
+            could not take included).
 
     Examples:
         >>> items = run_many(lambda x: 10 // x, [5, 0, 2], progress=False)
@@ -100,8 +124,13 @@ def run_many(
         for i, k in enumerate(keys):
             if k in done:  # recorded by an earlier call: keep the caller's own input object
                 items[i] = dataclasses.replace(done[k], input=todo[i])
+    work, args = fn, todo
+    if store is not None:
+        work, args = _durable(fn, todo, key, store, lease_wait, executor)
     if pickler_for(executor) is not None:  # only what will travel: not the inputs already done
         ensure_picklable(fn, "the function passed to run_many", executor=executor)
+        if store is not None:
+            ensure_picklable(store, "the store passed to run_many", executor=executor)
         for i, value in enumerate(todo):
             if items[i] is None:
                 ensure_picklable(value, f"input {i} ({value!r:.60})", executor=executor)
@@ -117,9 +146,9 @@ def run_many(
         bar = _Progress(len(todo), len(todo) - items.count(None), progress)
         stack.callback(bar.close)
         try:
-            for i, value in enumerate(todo):
+            for i, arg in enumerate(args):
                 if items[i] is None:
-                    futures[pool.submit(_timed, fn, value)] = i
+                    futures[pool.submit(_timed, work, arg)] = i
             for future in as_completed(futures):
                 i = futures[future]
                 items[i] = item = _item(todo[i], future)
@@ -127,7 +156,7 @@ def run_many(
                     try:
                         log.append(_record(keys[i], item))
                     except WriteFailed as exc:
-                        finished = [it for it in items if it is not None]
+                        finished = _finish_running(futures, items, todo)
                         raise RecordWriteError(
                             str(exc), path=log.path, result=finished, errno=exc.errno
                         ) from exc.__cause__
@@ -139,6 +168,43 @@ def run_many(
                 future.cancel()
             raise
     return [i for i in items if i is not None]
+
+
+def _durable(
+    fn: Callable[[Any, DurableItem], Any],
+    todo: list[Any],
+    key: Callable[[Any], str] | None,
+    store: RunStore,
+    lease_wait: float,
+    executor: Executor | None,
+) -> tuple[Callable[[Any], Any], list[Any]]:
+    """`fn(input, item)` as work over `(run id, input)` pairs, one durable run each."""
+    check_store(store, None if pickler_for(executor) is None else type(executor).__name__)
+    run_ids = [run_id_for(key, value, i) for i, value in enumerate(todo)]
+    seen: dict[str, int] = {}
+    for i, run_id in enumerate(run_ids):
+        if run_id in seen:
+            raise ConfigurationError(
+                f"inputs {seen[run_id]} and {i} have the same run id {run_id!r}: with store=, "
+                "each input is one durable run; give key=... that tells them apart"
+            )
+        seen[run_id] = i
+    return WithItem(fn, store, lease_wait), list(zip(run_ids, todo, strict=True))
+
+
+def _finish_running(
+    futures: dict[Future[tuple[Any, str | None, float]], int],
+    items: list[BatchItem | None],
+    todo: list[Any],
+) -> list[BatchItem]:
+    """After a failed write: cancel what has not started, wait for what has (its work is
+    done or under way, and cannot be taken back), and give every finished item."""
+    running = [f for f in futures if not f.cancel()]
+    for future in running:
+        i = futures[future]
+        if items[i] is None:
+            items[i] = _item(todo[i], future)  # waits for it
+    return [it for it in items if it is not None]
 
 
 def _timed(fn: Callable[[Any], Any], value: Any) -> tuple[Any, str | None, float]:

@@ -13,6 +13,7 @@ pyproject.toml).
 
 import typing as _typing
 
+from agentloops.engine.subruns import AgentTool
 from agentloops.errors import (
     AgentLoopsError,
     ApprovalRequired,
@@ -25,6 +26,7 @@ from agentloops.errors import (
     DeadlineExceeded,
     DecisionRefused,
     EmptyReply,
+    HandoffCycle,
     InvalidOutput,
     JournalConflict,
     LeaseLost,
@@ -70,6 +72,7 @@ from agentloops.messages import (
     Block,
     Message,
     RedactedThinking,
+    SubRun,
     Text,
     Thinking,
     ToolCall,
@@ -90,7 +93,7 @@ from agentloops.model import (
     ToolSpec,
 )
 from agentloops.output import OutputContext, OutputValidator
-from agentloops.react import ReActLoop, ReActResult
+from agentloops.react import Handoff, ReActLoop, ReActResult
 from agentloops.structured import (
     StructuredReply,
     aask_structured,
@@ -211,6 +214,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "AgentLoopsError",
+    "AgentTool",
     "AnthropicModel",
     "ApprovalPolicy",
     "ApprovalRequested",
@@ -243,6 +247,8 @@ __all__ = [
     "EventReplay",
     "EventSink",
     "FallbackModel",
+    "Handoff",
+    "HandoffCycle",
     "InvalidOutput",
     "JSONLSink",
     "JournalConflict",
@@ -310,6 +316,7 @@ __all__ = [
     "StoreError",
     "StreamingModelClient",
     "StructuredReply",
+    "SubRun",
     "Text",
     "TextDelta",
     "Thinking",

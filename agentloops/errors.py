@@ -27,6 +27,7 @@
         ├── EmptyReply              the model answered with nothing, even when asked again
         ├── ApprovalRequired        a tool call waits for a human decision
         ├── CallInDoubt             a durable run's call started, its outcome never recorded
+        ├── HandoffCycle            a handoff back to a loop already in the chain of handoffs
         ├── ToolStepFailed          a tool step failed with `on_tool_error="abort"`
         └── InvalidOutput           the answer never matched `output_type` (or its validator)
 
@@ -335,6 +336,11 @@ class CallInDoubt(RunError):
         or "fail" (the run failed, status "failed"; a decision still resumes it)."""
 
 
+class HandoffCycle(RunError):
+    """A handoff would hand the conversation back to a loop already in the chain of
+    handoffs that led to it (`stop_reason="handoff_cycle"`)."""
+
+
 class ToolStepFailed(RunError):
     """A tool step failed and the run was configured to abort on tool errors."""
 
@@ -382,6 +388,7 @@ STOP_ERRORS: dict[str, type[RunError]] = {
     "context_window": OutputTruncated,
     "tool_failed": ToolStepFailed,
     "invalid_output": InvalidOutput,
+    "handoff_cycle": HandoffCycle,
 }
 """The error each loop's `raise_for_stop` raises per `stop_reason` (others: `RunError`)."""
 

@@ -1,15 +1,20 @@
 """Messages and their content blocks: the transcript every loop and provider shares, and
-`ToolOutcome`, what one tool call produced (the text a `ToolResult` carries back).
+`ToolOutcome`, what one tool call produced (the text a `ToolResult` carries back), with
+`SubRun` when the call was a run of another loop (an agent tool, a handoff).
 
 Blocks are frozen dataclasses. Providers convert them to and from the wire; thinking
 blocks are opaque here and go back to the provider exactly as they came. Rule: this
-module knows no model, tool, loop or store (only `errors`, below it).
+module knows no model, tool, loop or store (only `errors` and `usage`, below it).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Literal
+
+from agentloops.usage import Usage
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +106,82 @@ class Message:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class SubRun:
+    """A run another loop made for one tool call (an agent tool's, or a handoff's), as the
+    run that called it sees it: who it was, how it ended, and what it spent (its own
+    sub-runs included)."""
+
+    name: str
+    """The tool's name (`loop.as_tool(name, ...)`, or a handoff's `transfer_to_<name>`)."""
+    call_id: str
+    """The calling run's tool call."""
+    run_id: str
+    """The sub-run's own id: the call's idempotency key (`PARENT_RUN_ID:CALL_ID`)."""
+    loop: str
+    """Its kind: "react", "rewoo" or "plan_execute"."""
+    stop_reason: str
+    usage: Usage = field(default_factory=Usage)
+    model_calls: int = 0
+    tool_calls: int = 0
+    cost: Decimal | None = None
+    """What its model calls cost, when known."""
+    detail: str = ""
+    answered_by: str = ""
+    """For a handoff: the name of the loop that answered (the end of a chain of handoffs)."""
+    pending: tuple[ToolCall, ...] = ()
+    """A paused sub-run's calls waiting for a person (its own, and its sub-runs')."""
+    paths: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """For each pending call: the run ids from this sub-run down to the run that asks."""
+    state: dict[str, Any] | None = None
+    """A paused sub-run without a store: what resuming it needs (never journaled)."""
+
+
+def subrun_to_dict(run: SubRun) -> dict[str, Any]:
+    """A JSON-ready dict for a `SubRun` (its `state` too, when it has one)."""
+    data: dict[str, Any] = {
+        "name": run.name,
+        "call_id": run.call_id,
+        "run_id": run.run_id,
+        "loop": run.loop,
+        "stop_reason": run.stop_reason,
+        "usage": dataclasses.asdict(run.usage),
+        "model_calls": run.model_calls,
+        "tool_calls": run.tool_calls,
+        "cost": None if run.cost is None else str(run.cost),
+        "detail": run.detail,
+        "answered_by": run.answered_by,
+    }
+    if run.pending:
+        data["pending"] = [block_to_dict(c) for c in run.pending]
+        data["paths"] = {k: list(v) for k, v in run.paths.items()}
+    if run.state is not None:
+        data["state"] = run.state
+    return data
+
+
+def subrun_from_dict(data: dict[str, Any]) -> SubRun:
+    """The inverse of `subrun_to_dict`."""
+    cost = data.get("cost")
+    pending = tuple(block_from_dict(c) for c in data.get("pending", ()))
+    return SubRun(
+        name=data["name"],
+        call_id=data["call_id"],
+        run_id=data["run_id"],
+        loop=data["loop"],
+        stop_reason=data["stop_reason"],
+        usage=Usage(**data["usage"]),
+        model_calls=data["model_calls"],
+        tool_calls=data["tool_calls"],
+        cost=None if cost is None else Decimal(cost),
+        detail=data.get("detail", ""),
+        answered_by=data.get("answered_by", ""),
+        pending=pending,  # type: ignore[arg-type]  # tool calls, as written
+        paths={k: tuple(v) for k, v in data.get("paths", {}).items()},
+        state=data.get("state"),
+    )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ToolOutcome:
     """What one tool call produced: the text the model sees, and whether it failed."""
 
@@ -110,6 +191,8 @@ class ToolOutcome:
     retry: bool = False
     """The tool raised `ModelRetry`: `content` is its message to the model (the loop
     counts these per tool, against the tool's `retries`)."""
+    run: SubRun | None = None
+    """When the call was a run of another loop (an agent tool, a handoff): that run."""
 
 
 # -- building records on the hot path -----------------------------------------------------
@@ -148,11 +231,12 @@ def _outcome(content: str, is_error: bool, seconds: float, retry: bool = False) 
     """`ToolOutcome(content=..., is_error=..., seconds=..., retry=...)`, built for the hot
     path (every tool call)."""
     outcome: ToolOutcome = _new(ToolOutcome)
-    set_content, set_error, set_seconds, set_retry = _outcome_slots
+    set_content, set_error, set_seconds, set_retry, set_run = _outcome_slots
     set_content(outcome, content)
     set_error(outcome, is_error)
     set_seconds(outcome, seconds)
     set_retry(outcome, retry)
+    set_run(outcome, None)
     return outcome
 
 

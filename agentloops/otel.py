@@ -56,9 +56,11 @@ class OTelSink:
             `"openai"` (left out when `None`).
 
     Spans: `invoke_agent {loop}` per run (`RunStarted` to `RunFinished`, nested under
-    its `parent_run_id`'s span), `chat {model}` per model call and `execute_tool {name}`
-    per tool call, both children of their run's span, and `step {step_id}` per plan
-    step. Plans, re-plans and approval pauses are span events on the run span.
+    its `parent_run_id`'s span: a sub-run of an agent tool or a handoff under the
+    `execute_tool` span of the call that made it), `chat {model}` per model call and
+    `execute_tool {name}` per tool call, both children of their run's span, and
+    `step {step_id}` per plan step. Plans, re-plans and approval pauses are span events
+    on the run span.
     `gen_ai.usage.input_tokens` counts all input tokens, cached ones included, as the
     conventions ask; `gen_ai.usage.cache_read.input_tokens` and
     `gen_ai.usage.cache_creation.input_tokens` give the cached parts.
@@ -96,8 +98,13 @@ class OTelSink:
         }
         if event.parent_run_id:
             attributes["agentloops.run.parent_id"] = event.parent_run_id
+        if event.parent_call_id:
+            attributes["gen_ai.tool.call.id"] = event.parent_call_id
         with self._lock:
             parent = self._runs.get(event.parent_run_id or "")
+            if event.parent_call_id:  # a sub-run: inside the tool call that made it
+                key = (event.parent_run_id or "", f"tool:{event.parent_call_id}")
+                parent = self._children.get(key, parent)
             span = self.tracer.start_span(
                 f"invoke_agent {event.loop}",
                 context=_inside(parent),

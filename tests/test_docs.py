@@ -35,6 +35,7 @@ RUNNABLE = [
     "compare.md",
     "durability.md",
     "models.md",
+    "multi-agent.md",
     "operations.md",
     "plan-and-execute.md",
     "react.md",

@@ -357,3 +357,27 @@ def test_a_chat_span_carries_its_cost_and_the_models_that_failed_before(sink, ex
     assert Decimal(chat["agentloops.cost"]) == 3
     assert chat["agentloops.fallback.failed"] == ("claude-opus-4-8",)
     assert chat["agentloops.fallback.kinds"] == ("overloaded",)
+
+
+@pytest.mark.parametrize("kind", ["react", "rewoo", "pe"])
+def test_a_sub_agents_run_hangs_under_the_tool_span_of_the_call_that_made_it(sink, exporter, kind):
+    from _subagents import parent_loop, sub_loop
+
+    agent = sub_loop(kind).as_tool("sub", "Adds numbers.")
+    parent_loop("react", agent, on_event=sink).run("Add 2 and 3.", run_id="top")
+    runs = spans(exporter, "invoke_agent react")
+    top = next(s for s in runs if s.attributes["agentloops.run.id"] == "top")
+    call = one(exporter, "execute_tool sub")
+    assert call.parent.span_id == top.context.span_id
+    loop = {"react": "react", "rewoo": "rewoo", "pe": "plan_execute"}[kind]
+    below = next(
+        s
+        for s in spans(exporter, f"invoke_agent {loop}")
+        if s.attributes["agentloops.run.id"] == "top:outer_1"
+    )
+    assert below.parent.span_id == call.context.span_id
+    assert below.attributes["agentloops.run.parent_id"] == "top"
+    assert below.attributes["gen_ai.tool.call.id"] == "outer_1"
+    chats = [s for s in exporter.get_finished_spans() if s.name.startswith("chat")]
+    assert len(chats) == 2 + {"react": 2, "rewoo": 2, "pe": 4}[kind]
+    assert call.end_time >= below.end_time

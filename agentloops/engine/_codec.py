@@ -9,7 +9,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from agentloops.messages import ToolOutcome, message_from_dict, message_to_dict
+from agentloops.messages import (
+    ToolOutcome,
+    message_from_dict,
+    message_to_dict,
+    subrun_from_dict,
+    subrun_to_dict,
+)
 from agentloops.model import ModelAttempt, ModelResponse
 from agentloops.usage import Usage
 
@@ -48,15 +54,19 @@ def outcome_to_dict(outcome: ToolOutcome) -> dict[str, Any]:
     data = {"content": outcome.content, "is_error": outcome.is_error, "seconds": outcome.seconds}
     if outcome.retry:  # only then: older journals have no such key
         data["retry"] = True
+    if outcome.run is not None:  # an agent tool's sub-run: what it spent, and how it ended
+        data["run"] = subrun_to_dict(outcome.run)
     return data
 
 
 def outcome_from_dict(data: dict[str, Any]) -> ToolOutcome:
+    run = data.get("run")
     return ToolOutcome(
         content=data["content"],
         is_error=data["is_error"],
         seconds=data["seconds"],
         retry=data.get("retry", False),
+        run=None if run is None else subrun_from_dict(run),
     )
 
 

@@ -6,11 +6,18 @@ Rule: no I/O and no decision: it builds events.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from typing import Any
 
 from agentloops.engine.effects import CallModel, CheckOutput, Decide, Emit, StartTool
-from agentloops.events import ModelCallFinished, ModelCallStarted, ToolCallFinished, ToolCallStarted
+from agentloops.events import (
+    Event,
+    ModelCallFinished,
+    ModelCallStarted,
+    ToolCallFinished,
+    ToolCallStarted,
+)
 from agentloops.messages import ToolOutcome
 from agentloops.model import ModelResponse
 from agentloops.tools._runtime import finish
@@ -18,7 +25,11 @@ from agentloops.tools._runtime import finish
 
 def model_started(e: CallModel) -> ModelCallStarted:
     return ModelCallStarted(
-        loop=e.loop, run_id=e.run_id, step=e.step, messages=len(e.request.messages)
+        loop=e.loop,
+        run_id=e.run_id,
+        parent_run_id=e.parent_run_id,
+        step=e.step,
+        messages=len(e.request.messages),
     )
 
 
@@ -27,6 +38,7 @@ def model_finished(e: CallModel, response: ModelResponse, seconds: float) -> Mod
     return ModelCallFinished(
         loop=e.loop,
         run_id=e.run_id,
+        parent_run_id=e.parent_run_id,
         step=e.step,
         stop_reason=response.stop_reason,
         usage=response.usage,
@@ -41,14 +53,31 @@ def model_finished(e: CallModel, response: ModelResponse, seconds: float) -> Mod
 
 def tool_started(e: StartTool) -> ToolCallStarted:
     c = e.call
-    return ToolCallStarted(loop=e.loop, run_id=e.run_id, call_id=c.id, name=c.name, args=c.args)
+    return ToolCallStarted(
+        loop=e.loop,
+        run_id=e.run_id,
+        parent_run_id=e.parent_run_id,
+        call_id=c.id,
+        name=c.name,
+        args=c.args,
+    )
 
 
 def tool_finished(e: StartTool, outcome: ToolOutcome) -> ToolCallFinished:
     c = e.call
     return ToolCallFinished(
-        loop=e.loop, run_id=e.run_id, call_id=c.id, name=c.name, outcome=outcome
+        loop=e.loop,
+        run_id=e.run_id,
+        parent_run_id=e.parent_run_id,
+        call_id=c.id,
+        name=c.name,
+        outcome=outcome,
     )
+
+
+def delta(part: Event, e: CallModel) -> Event:
+    """A client's delta, stamped with the run it belongs to."""
+    return dataclasses.replace(part, loop=e.loop, run_id=e.run_id, parent_run_id=e.parent_run_id)
 
 
 def lost(exc: BaseException) -> ToolOutcome:

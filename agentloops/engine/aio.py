@@ -7,6 +7,11 @@ task that drives a run cancels the model call and the tool calls in flight, clos
 machine, and lets `CancelledError` propagate; a `CancelledError` that is not the run's (a
 tool awaited something someone else cancelled) is that call's failure.
 
+A call of an agent tool (or a handoff) is a sub-run this driver drives itself, as a
+nested `drive` of its machine: awaited inline when it is the turn's lone call, else in a
+task whose events (deltas included) come back through the driver's inbox. Cancelling the
+run cancels its sub-runs' tasks.
+
 Rule: a driver performs effects and decides nothing; it knows no loop.
 """
 
@@ -14,13 +19,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, Generic
 
 from agentloops.engine import _events
+from agentloops.engine._hosting import Job
 from agentloops.engine._partial import PartialOutput
 from agentloops.engine.effects import (
     CallModel,
@@ -34,7 +39,7 @@ from agentloops.engine.effects import (
     StartTool,
 )
 from agentloops.engine.host import ToolHost
-from agentloops.errors import ModelError
+from agentloops.errors import AgentLoopsError, ModelError
 from agentloops.events import Event, EventSink
 from agentloops.messages import ToolOutcome
 from agentloops.model import ModelResponse
@@ -76,8 +81,9 @@ async def drive(
 ) -> AsyncGenerator[Event | Done[R], None]:
     """Perform `machine`'s effects until it returns: yields events (when `observed`),
     then `Done(result)`. With `streaming`, model deltas are yielded as they arrive.
-    `halt` holds a failed sink's error, raised into the machine at the next new work."""
-    tools = _Tools(host, observed, halt)
+    `halt` holds a failed sink's error, raised into the machine at the next new work (a
+    sub-run's drive shares its caller's: its machine stops there too)."""
+    tools = _Tools(host, observed, streaming, halt)
     try:
         try:
             effect = next(machine)
@@ -142,17 +148,16 @@ async def _call_model(
     response: ModelResponse | None = None
     if astream is not None:
         parts = astream(request)
-        loop, run_id = effect.loop, effect.run_id
         partial = PartialOutput(effect.output) if effect.output is not None else None
         try:
             async for part in parts:
                 if isinstance(part, ModelResponse):
                     response = part
                     break
-                yield dataclasses.replace(part, loop=loop, run_id=run_id)
+                yield _events.delta(part, effect)
                 parsed = partial.feed(part) if partial is not None else None
                 if parsed is not None:
-                    yield dataclasses.replace(parsed, loop=loop, run_id=run_id)
+                    yield _events.delta(parsed, effect)
         finally:
             aclose = getattr(parts, "aclose", None)  # an async generator's
             if aclose is not None:
@@ -175,9 +180,16 @@ async def _call_model(
 class _Tools:
     """Started calls as tasks; a lone call is awaited inline, without a task."""
 
-    def __init__(self, host: ToolHost, observed: bool, halt: _events.Halt | None = None):
+    def __init__(
+        self,
+        host: ToolHost,
+        observed: bool,
+        streaming: bool = False,
+        halt: _events.Halt | None = None,
+    ):
         self.host = host
         self.observed = observed
+        self.streaming = streaming
         self.halt = halt
         self.queued: list[StartTool] = []
         self.tasks: set[asyncio.Task[None]] = set()
@@ -198,17 +210,27 @@ class _Tools:
         self.queued.append(effect)
 
     async def next(self) -> AsyncIterator[Event | tuple[str, ToolOutcome]]:
+        hosted = self.host.registry.hosted
         halt = self.halt
         if self.queued and halt is not None and halt.error is not None:
             self.queued.clear()  # a failed sink: no new call starts
         if self.queued:
-            if not self.tasks and len(self.queued) == 1 and self.host.executor is None:
+            lone = not self.tasks and len(self.queued) == 1
+            if lone and (self.host.executor is None or self.queued[0].call.name in hosted):
                 effect = self.queued.pop()
                 if self.observed:
                     yield _events.tool_started(effect)
                     if halt is not None:
                         halt.check()  # its event could not be written: the call is not made
-                outcome = await self._call(effect)
+                if effect.call.name in hosted:
+                    outcome = ToolOutcome(content="")
+                    async for part in self.hosted(effect):
+                        if type(part) is ToolOutcome:
+                            outcome = part
+                        else:
+                            yield part  # type: ignore[misc]  # an event of the sub-run
+                else:
+                    outcome = await self._call(effect)
                 if self.observed:
                     yield _events.tool_finished(effect, outcome)
                 yield effect.call.id, outcome
@@ -243,19 +265,62 @@ class _Tools:
         try:
             if self.observed:
                 inbox.put_nowait((_events.tool_started(effect),))
+            outcome: ToolOutcome | BaseException
             try:
-                outcome: ToolOutcome | BaseException = await self._call(effect)
+                if effect.call.name in self.host.registry.hosted:
+                    outcome = await self._hosted_to(inbox, effect)
+                else:
+                    outcome = await self._call(effect)
             except asyncio.CancelledError as exc:
                 if self.cancelled:  # the run's own cancellation: nobody waits for this call
                     raise
                 outcome = _events.cancelled(exc)  # not by us: the call failed, and says so
             if self.observed:
-                finished = _events.tool_finished(effect, outcome)  # type: ignore[arg-type]
+                finished = _events.tool_finished(effect, outcome)
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # handed to the driver, which raises it
             outcome = exc
         inbox.put_nowait((effect.call.id, outcome, finished))
+
+    async def _hosted_to(
+        self, inbox: asyncio.Queue[tuple[Any, ...]], effect: StartTool
+    ) -> ToolOutcome:
+        """A sub-run in a task: its events go to the driver's inbox as they come."""
+        outcome = ToolOutcome(content="")
+        async for part in self.hosted(effect):
+            if type(part) is ToolOutcome:
+                outcome = part
+            else:
+                inbox.put_nowait((part,))
+        return outcome
+
+    async def hosted(self, effect: StartTool) -> AsyncIterator[Event | ToolOutcome]:
+        """Drive the sub-run of an agent tool's call on this loop, as a nested drive: its
+        events, then the call's outcome."""
+        job = Job(effect, self.host, self.observed)
+        refused = job.refusal()
+        if refused is not None:
+            yield refused
+            return
+        result: Any = None
+        try:
+            machine, host = await asyncio.to_thread(job.open)
+            items = drive(
+                machine, host, observed=self.observed, streaming=self.streaming, halt=self.halt
+            )
+            async with contextlib.aclosing(items):
+                async for item in items:
+                    if type(item) is Done:
+                        result = item.value
+                    else:
+                        yield item  # type: ignore[misc]
+        except AgentLoopsError as exc:
+            yield job.failed(exc)
+            return
+        finally:
+            await asyncio.to_thread(job.close)
+        yield job.outcome(result)
 
     async def _call(self, effect: StartTool) -> ToolOutcome:
         call, host = effect.call, self.host

@@ -20,6 +20,7 @@ and knows no loop and no driver.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -28,7 +29,7 @@ from agentloops.engine import _records
 from agentloops.engine._chain import Chain
 from agentloops.engine.durable import DOUBT
 from agentloops.engine.effects import call_key
-from agentloops.errors import ConfigurationError, DecisionRefused
+from agentloops.errors import ConfigurationError, DecisionRefused, RunNotFound
 from agentloops.journal.records import Entry, JournalRecord, RunStore
 from agentloops.messages import ToolCall
 
@@ -75,7 +76,9 @@ class Waiting:
 
 def waiting(store: RunStore, run_id: str) -> list[Waiting]:
     """The calls the run `run_id` waits on a person for, in journal order: calls waiting for
-    approval and calls in doubt (see `Waiting.why`). Reads the journal; takes no lease.
+    approval and calls in doubt (see `Waiting.why`), then those of its sub-runs that have
+    not come back (an agent tool's, a handoff's: `Waiting.run_id` names the sub-run, the
+    run `decide` takes for them). Reads the journals; takes no lease.
 
     Raises:
         RunNotFound: no such run.
@@ -89,7 +92,14 @@ def waiting(store: RunStore, run_id: str) -> list[Waiting]:
         >>> [(w.call_id, w.why, w.choices) for w in waiting(store, "r1")]
         [('c1', 'approval', ('approve', 'deny'))]
     """
-    return list(pending(store.read(run_id)).values())
+    past = store.read(run_id)
+    found = list(pending(past).values())
+    ended = {r.key for r in past if r.kind == "tool_finished"}
+    for r in past:
+        if r.kind == "tool_started" and "subrun" in r.data and r.key not in ended:
+            with contextlib.suppress(RunNotFound):  # started, never begun
+                found += waiting(store, r.data["subrun"])
+    return found
 
 
 def pending(past: Sequence[JournalRecord]) -> dict[str, Waiting]:
@@ -107,6 +117,8 @@ def pending(past: Sequence[JournalRecord]) -> dict[str, Waiting]:
                         run_id=r.run_id, call=call, why="approval", key=key, seq=r.seq
                     )
         elif r.kind == "tool_started" and r.key is not None and r.key not in finished:
+            if "subrun" in r.data:  # an agent tool's call: its own run says what it waits on
+                continue
             call = ToolCall(r.data["id"], r.data["name"], r.data["args"])
             found[call.id] = Waiting(run_id=r.run_id, call=call, why="doubt", key=r.key, seq=r.seq)
     return found

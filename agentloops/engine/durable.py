@@ -15,6 +15,10 @@ waiting for a person; or "failed": an operator's error) until someone decides
 decision is its own record (`DOUBT`), apart from an approval of the same call: a "yes"
 to running a call once is not a "yes" to running it a second time (`engine.decisions`).
 
+A call of an agent tool is a sub-run with a journal of its own: its start names that run
+(`"subrun"`), and a pause of it is not its outcome (nothing is recorded, so the resumed
+run meets the call again and its sub-run continues from its own journal).
+
 Rule: it wraps any machine; it knows the journal's records, never a loop or a backend.
 """
 
@@ -41,6 +45,7 @@ from agentloops.engine.effects import (
     StartTool,
     call_key,
 )
+from agentloops.engine.subruns import paused
 from agentloops.errors import AgentLoopsError, CallInDoubt, CheckpointError, ModelRetry
 from agentloops.events import PlanMade, Replanned, StepFinished, StepStarted, event_to_dict
 from agentloops.journal import Entry, JournalRecord
@@ -250,6 +255,8 @@ class _Replay:
         else:
             started = {"id": call.id, "name": call.name, "args": call.args}
             started |= {"run": effect.run_id, "loop": effect.loop}
+            if call.name in self.tools.hosted:
+                started["subrun"] = key  # an agent tool's call: its run has this id
             pending.append(("tool_started", started, key))
         self.keys[call.id] = (key, call.name, effect.run_id, effect.loop)
         self.live = True
@@ -316,6 +323,9 @@ class _Replay:
         # else milestones alone wait for the outcome: where they fall must not change how
         # many writes a run makes (parallel steps finish in any order)
         call_id, outcome = yield effect
+        if paused(outcome.run):  # not an end: the resumed run continues its sub-run
+            del self.keys[call_id]
+            return call_id, outcome
         entries = [*pending, self._finished(call_id, outcome)]
         pending.clear()
         yield Journal(write, entries)

@@ -17,6 +17,9 @@ journal of them.
 | `Journal`   | appends records to a durable run's journal        | `None`                       |
 | `Emit`      | hands the event to the sink                       | `None`                       |
 
+A call of an agent tool (or a handoff) is a sub-run: the driver drives its machine itself,
+and the call's outcome carries the sub-run (`ToolOutcome.run`).
+
 Rule: records only: no driver, no loop, no I/O.
 """
 
@@ -67,6 +70,8 @@ class CallModel:
     """Prices the reply, for its `ModelCallFinished.cost` (set by `engine.meter`)."""
     output: OutputTarget | None = None
     """Set when the reply may be the run's final typed answer (see `OutputTarget`)."""
+    parent_run_id: str | None = None
+    """The run this one is part of, for the events (set by `engine.runs.nested`)."""
 
     @property
     def role(self) -> str:
@@ -91,6 +96,20 @@ class CheckOutput:
 
 
 @dataclass(slots=True)
+class SubStart:
+    """How the sub-run of a hosted call (an agent tool, a handoff) starts when not from the
+    call's arguments alone."""
+
+    task: Any = None
+    """A handoff's task: the transcript the target continues."""
+    state: dict[str, Any] | None = None
+    """A paused sub-run to resume, as its `SubRun.state` (no store: a run resumed from
+    its result)."""
+    decisions: dict[str, bool] | None = None
+    """The decisions it resumes with."""
+
+
+@dataclass(slots=True)
 class StartTool:
     """Start one tool call; its outcome comes back through a later `NextTool`.
 
@@ -103,6 +122,11 @@ class StartTool:
     key: str = ""
     """The call's idempotency key, the same on every replay of the run (default
     `run_id:call_id`); a tool reads it with `agentloops.idempotency_key()`."""
+    parent_run_id: str | None = None
+    """The run this one is part of, for the events (set by `engine.runs.nested`)."""
+    start: SubStart | None = None
+    """For a hosted call (an agent tool, a handoff): how its sub-run starts, when not from
+    the arguments (a handoff's transcript, a paused sub-run resumed)."""
 
     @property
     def call_key(self) -> str:

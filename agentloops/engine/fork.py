@@ -134,9 +134,9 @@ def _rename(value: str, source: str, new: str) -> str:
 
 
 def _renamed(data: Mapping[str, Any], source: str, new: str) -> dict[str, Any]:
-    """`data` with its run ids (`run`, `run_id`, `parent_run_id` fields) renamed."""
+    """`data` with its run ids (`run`, `run_id`, `parent_run_id`, `subrun` fields) renamed."""
     out = dict(data)
-    for field in ("run", "run_id", "parent_run_id"):
+    for field in ("run", "run_id", "parent_run_id", "subrun"):
         if isinstance(out.get(field), str):
             out[field] = _rename(out[field], source, new)
     return out

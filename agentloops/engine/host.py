@@ -1,4 +1,5 @@
-"""Where a loop's tool calls run: its registry, and optionally an executor (ReWOO's).
+"""Where a loop's tool calls run: its registry, optionally an executor (ReWOO's), and, for
+a run whose tools include agent tools or handoffs, the tree of runs it belongs to.
 
 Rule: it knows tools and executors, and no loop.
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from agentloops._pickling import ensure_picklable, pickler_for
 from agentloops.engine.effects import StartTool
@@ -17,17 +19,29 @@ from agentloops.tools import ToolRegistry
 Caller = Callable[..., ToolOutcome]
 """A registry's `call`: `(name, args, *, key)` to a `ToolOutcome`."""
 
+if TYPE_CHECKING:
+    from agentloops.engine.tree import Limits, Node
+
 
 @dataclass(frozen=True, slots=True)
 class ToolHost:
     """The tools a driver runs for one loop.
 
     Without an `executor`, a lone call runs inline and parallel calls on the driver's own
-    threads (or tasks). With one, every call is submitted to it.
+    threads (or tasks). With one, every call is submitted to it, except the calls of
+    hosted tools (agent tools, handoffs): the driver runs those sub-runs itself.
     """
 
     registry: ToolRegistry
     executor: Executor | None = None
+    limits: Limits | None = None
+    """What the loop bounds its sub-runs by; given when its tools include hosted ones, so
+    each of its runs becomes the top of a tree (`engine.tree`)."""
+    node: Node | None = None
+    """The run these calls belong to, in its tree (set per run)."""
+    session: Any = None
+    """The run's durable session (`engine.session.Session`), under which its sub-runs are
+    journaled; `None` for a plain run."""
 
     def caller(self, name: str) -> Caller:
         """What to submit to the executor for calls of tool `name`, as

@@ -106,9 +106,10 @@ def _metered(machine: Machine[R], meter: Meter) -> Machine[R]:
             result: R = done.value
             return _priced(result, meter)
         except Stop as stopped:
-            if stopped is not stop:
-                raise
             partial: R = stopped.result
+            if stopped is not stop:  # another wrapper's (a tree's budget): priced for it
+                stopped.result = _priced(partial, meter)
+                raise
             return _priced(partial, meter)
         outcome, error = None, None
         kind = type(effect)

@@ -4,7 +4,8 @@ plain or durable, on this thread or the event loop, streamed or not.
 A loop hands the runner an `Opening`: a new run (`fresh`), a journaled run to reopen by its
 id (`journaled`), or one to resume from what the caller holds (`local`). The runner picks
 the run id (`new_run_id`: the one rule), opens the run (a plain one, or a `Session` holding
-its lease), builds the loop's machine and drives it with `sync`, `aio` or `streams`.
+its lease), builds the loop's machine and drives it with `sync`, `aio` or `streams`. A run
+whose tools include agent tools or handoffs is the top of a tree of runs (`engine.tree`).
 
 Rule: the runner knows no loop's decisions (the loops' machines do), and holds no lease
 itself (`session` does).
@@ -25,9 +26,12 @@ from agentloops.engine.effects import CallModel, CheckOutput, Machine, NextTool,
 from agentloops.engine.fork import Replacement
 from agentloops.engine.host import ToolHost
 from agentloops.engine.meter import Meter, metered
-from agentloops.errors import AgentLoopsError, CallInDoubt, ConfigurationError
+from agentloops.engine.subruns import AgentTool, outcome
+from agentloops.engine.tree import Limits, Node, tracked
+from agentloops.errors import AgentLoopsError, CallInDoubt, ConfigurationError, RunNotFound
 from agentloops.events import Event, EventSink
 from agentloops.journal.records import Entry, RunStore
+from agentloops.messages import ToolOutcome
 
 Opener = Callable[[], session.Hold]
 Make = Callable[[dict[str, Any]], Machine[R]]
@@ -237,7 +241,8 @@ class Runner(Generic[R]):
         observed = on_event is not None
         open_, make = opening(observed)
         with open_() as held:
-            return sync.run(held.journaled(make(held.meta), host, observed), host, on_event)
+            machine, host = _planted(make(held.meta), host, held)
+            return sync.run(held.journaled(machine, host, observed), host, on_event)
 
     @staticmethod
     async def arun(opening: Opening[R], host: ToolHost, on_event: EventSink | None) -> R:
@@ -248,8 +253,8 @@ class Runner(Generic[R]):
         open_, make = opening(observed)
         held = await _opened(open_)
         async with held:
-            machine = held.journaled(make(held.meta), host, observed)
-            return await aio.run(machine, host, on_event)
+            machine, host = _planted(make(held.meta), host, held)
+            return await aio.run(held.journaled(machine, host, observed), host, on_event)
 
     @staticmethod
     def stream(
@@ -286,7 +291,8 @@ class Runner(Generic[R]):
         _fingerprint.check(run_id, info.meta, fingerprint(), ())
         past = session.read(d.store, run_id, info)
         machine = rebuild(dict(info.meta), run_id, False)
-        return _replayed(journaled(machine, past, _nowhere, host.registry, observed=False), run_id)
+        replay = journaled(machine, past, _nowhere, host.registry, observed=False)
+        return _replayed(replay, run_id, d.store, host)
 
     def _needs_store(self, what: str) -> session.Durability:
         if self.durability is None:
@@ -298,7 +304,8 @@ def _stream(
     open_: Opener, make: Make[R], host: ToolHost, on_event: EventSink | None
 ) -> Iterator[Event | R]:
     with open_() as held:
-        yield from streams.stream(held.journaled(make(held.meta), host), host, on_event)
+        machine, host = _planted(make(held.meta), host, held)
+        yield from streams.stream(held.journaled(machine, host), host, on_event)
 
 
 async def _astream(
@@ -306,7 +313,8 @@ async def _astream(
 ) -> AsyncIterator[Event | R]:
     held = await _opened(open_)
     async with held:
-        items = streams.astream(held.journaled(make(held.meta), host), host, on_event)
+        machine, host = _planted(make(held.meta), host, held)
+        items = streams.astream(held.journaled(machine, host), host, on_event)
         async with contextlib.aclosing(items):  # type: ignore[type-var]
             async for item in items:
                 yield item
@@ -341,6 +349,44 @@ def _allowed(allow_changes: Collection[str]) -> frozenset[str]:
     return frozenset(allow_changes)
 
 
+def _planted(
+    machine: Machine[R], host: ToolHost, held: session.Hold
+) -> tuple[Machine[R], ToolHost]:
+    """A run whose tools include agent tools or handoffs (its host has `limits`) becomes
+    the top of a tree: counted, and bounding its sub-runs; they are journaled under its
+    session."""
+    limits = host.limits
+    if limits is None:
+        return machine, host
+    node = Node(limits)
+    durable = held if isinstance(held, session.Session) else None
+    return tracked(machine, node), dataclasses.replace(host, node=node, session=durable)
+
+
+def _paused_below(
+    effect: StartTool, store: RunStore, host: ToolHost
+) -> tuple[str, ToolOutcome] | None:
+    """The outcome of an agent tool's call whose sub-run is paused, from its journal."""
+    tool = host.registry.get(effect.call.name)
+    if not isinstance(tool, AgentTool):
+        return None
+    run_id = effect.call_key
+    try:
+        info = store.run_info(run_id)
+    except RunNotFound:
+        return None
+    sub = tool.loop
+    below = sub._host()
+    machine = sub._rebuilt(dict(info.meta), run_id, False)
+    past = session.read(store, run_id, info)
+    replay = journaled(machine, past, _nowhere, below.registry, observed=False)
+    result = _replayed(replay, run_id, store, below)
+    if result.stop_reason != "approval_required":
+        return None
+    limit = host.registry.max_output_chars
+    return effect.call.id, outcome(tool, effect, result, Node(Limits()), 0.0, limit)
+
+
 class _Frontier(AgentLoopsError):
     """The journal ran out: what comes next would be new work."""
 
@@ -349,15 +395,26 @@ def _nowhere(entries: list[Entry], status: str | None) -> None:
     """A status read writes nothing."""
 
 
-def _replayed(machine: Machine[R], run_id: str) -> R:
-    """Run `machine` on its journal alone, up to where new work would start."""
+def _replayed(machine: Machine[R], run_id: str, store: RunStore, host: ToolHost) -> R:
+    """Run `machine` on its journal alone, up to where new work would start (a call of an
+    agent tool whose sub-run paused is answered with that pause, read from its journal)."""
     outcome: Any = None
     error: Exception | None = None
+    paused: list[tuple[str, ToolOutcome]] = []
     try:
         while True:
             effect = machine.send(outcome) if error is None else machine.throw(error)
             outcome, error = None, None
-            if type(effect) in (CallModel, CheckOutput, StartTool, NextTool):
+            kind = type(effect)
+            if kind is StartTool:
+                below = _paused_below(effect, store, host)  # type: ignore[arg-type]
+                if below is not None:
+                    paused.append(below)
+                    continue
+            if kind is NextTool and paused:
+                outcome = paused.pop(0)
+                continue
+            if kind in (CallModel, CheckOutput, StartTool, NextTool):
                 error = _Frontier(f"run {run_id!r} goes on from here")
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]

@@ -1,6 +1,7 @@
 """What every run shares, written once for all loops: the running totals, the model call
-that adds to them, the nudge after an empty reply, the tool calls of a turn, and the run's
-life (start and finish events, the partial result attached to a failure).
+that adds to them, the nudge after an empty reply, the tool calls of a turn, the run's
+life (start and finish events, the partial result attached to a failure), and the mark a
+run inside another puts on its events.
 
 Rule: shared by the loops' machines; no I/O, and no loop's own decisions.
 """
@@ -8,13 +9,21 @@ Rule: shared by the loops' machines; no I/O, and no loop's own decisions.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
-from agentloops.engine.effects import CallModel, Emit, Machine, NextTool, OutputTarget, StartTool
+from agentloops.engine.effects import (
+    CallModel,
+    Emit,
+    Machine,
+    NextTool,
+    OutputTarget,
+    StartTool,
+    SubStart,
+)
 from agentloops.errors import AgentLoopsError
 from agentloops.events import RunFinished, RunStarted
-from agentloops.messages import Message, Text, ToolCall, ToolOutcome
+from agentloops.messages import Message, SubRun, Text, ToolCall, ToolOutcome
 from agentloops.model import ModelClient, ModelRequest, ModelResponse
 from agentloops.usage import Usage
 
@@ -73,6 +82,18 @@ class Totals:
         self.cache_read += usage.cache_read_tokens
         self.cache_write += usage.cache_write_tokens
         self.model_calls += 1
+
+    def absorb(self, run: SubRun, sign: int = 1) -> None:
+        """Add what a finished sub-run spent (an agent tool's, a handoff's): its usage, model
+        calls and tool calls (take them away again with `sign=-1`: a paused sub-run's share,
+        before it resumes and reports all it spent)."""
+        u = run.usage
+        self.input += sign * u.input_tokens
+        self.output += sign * u.output_tokens
+        self.cache_read += sign * u.cache_read_tokens
+        self.cache_write += sign * u.cache_write_tokens
+        self.model_calls += sign * run.model_calls
+        self.tool_calls += sign * run.tool_calls
 
     def mark(self) -> Mark:
         """Where the totals stand now; `since` tells what was spent after it."""
@@ -211,21 +232,74 @@ def run_tools(
     limit: int,
     loop: str,
     run_id: str,
+    starts: Mapping[str, SubStart] | None = None,
     outcomes: dict[str, ToolOutcome] | None = None,
 ) -> Machine[dict[str, ToolOutcome]]:
     """Run `calls`, at most `limit` at a time; each call's outcome by id, kept in
-    `outcomes` (when given) as it arrives, so a run failing part-way still has them."""
+    `outcomes` (when given) as it arrives, so a run failing part-way still has them.
+    `starts` says how the sub-runs of some hosted calls start (a handoff's transcript, a
+    paused sub-run)."""
     if outcomes is None:
         outcomes = {}
     if not calls:
         return outcomes
     started = min(limit, len(calls))
     for call in calls[:started]:
-        yield StartTool(call, loop, run_id)
+        yield _start(call, loop, run_id, starts)
     while len(outcomes) < len(calls):
         call_id, outcome = yield NextTool(loop, run_id)
         outcomes[call_id] = outcome
         if started < len(calls):
-            yield StartTool(calls[started], loop, run_id)
+            yield _start(calls[started], loop, run_id, starts)
             started += 1
     return outcomes
+
+
+def _start(
+    call: ToolCall, loop: str, run_id: str, starts: Mapping[str, SubStart] | None
+) -> StartTool:
+    if starts is None:
+        return StartTool(call, loop, run_id)
+    return StartTool(call, loop, run_id, start=starts.get(call.id))
+
+
+def nested(machine: Machine[T], parent_run_id: str, call_id: str = "") -> Machine[T]:
+    """`machine`, a run inside another (a Plan-and-Execute step, an agent tool's sub-run):
+    every event it makes names `parent_run_id`, and its `RunStarted` the parent's tool call
+    `call_id` it answers. Closing this closes `machine`."""
+    outcome: Any = None
+    error: Exception | None = None
+    try:
+        while True:
+            try:
+                effect = machine.send(outcome) if error is None else machine.throw(error)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            outcome, error = None, None
+            kind = type(effect)
+            if kind is Emit:
+                effect = Emit(_stamped(effect.event, parent_run_id, call_id))  # type: ignore[union-attr]
+            elif (kind is CallModel or kind is StartTool) and effect.parent_run_id is None:  # type: ignore[union-attr]
+                effect.parent_run_id = parent_run_id  # type: ignore[union-attr]
+            try:
+                outcome = yield effect
+            except Exception as exc:  # the machine decides, as under any driver
+                error = exc
+    finally:
+        machine.close()
+
+
+def _stamped(event: Any, parent_run_id: str, call_id: str) -> Any:
+    if type(event) is RunStarted:
+        if event.parent_call_id or not call_id:
+            return (
+                event
+                if event.parent_run_id
+                else dataclasses.replace(event, parent_run_id=parent_run_id)
+            )
+        return dataclasses.replace(
+            event, parent_run_id=event.parent_run_id or parent_run_id, parent_call_id=call_id
+        )
+    if event.parent_run_id is None:
+        return dataclasses.replace(event, parent_run_id=parent_run_id)
+    return event

@@ -10,6 +10,12 @@ journal write names the lease, so a holder that lost it (it stalled past the exp
 the run was taken over) writes nothing and stops, and every record it writes is sealed
 into the run's checksum chain.
 
+A sub-run (an agent tool's, a handoff's) is a run of its own in the same store, opened by
+its parent's session (`begin(..., parent=)`, `reopen(..., parent=)`) under the parent's
+holder: its writes stop when either lease is lost, and it is never resumed on its own.
+A decision for a call of a sub-run, given to `reopen` of the run at the top, is recorded
+in the journal of the run the call belongs to (`waiting_below` finds it).
+
 Rule: this module holds runs, it does not drive them (`agentloops.engine.runner` does),
 and knows no loop.
 """
@@ -17,18 +23,33 @@ and knows no loop.
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from agentloops.engine import _fingerprint, _records
 from agentloops.engine._chain import Chain
-from agentloops.engine.decisions import Decisions, decision_entries, pending
-from agentloops.engine.durable import FORMAT, journaled
+from agentloops.engine.decisions import (
+    APPROVAL_CHOICES,
+    Decisions,
+    choice_of,
+    decision_entries,
+    pending,
+)
+from agentloops.engine.durable import DOUBT, FORMAT, journaled
 from agentloops.engine.effects import Machine, R
 from agentloops.engine.fork import Replacement, fork_entries, fork_meta
 from agentloops.engine.host import ToolHost
-from agentloops.errors import CheckpointError, ConfigurationError, JournalConflict, LeaseLost
+from agentloops.errors import (
+    CheckpointError,
+    ConfigurationError,
+    DecisionRefused,
+    JournalConflict,
+    LeaseLost,
+    RunLeased,
+    StoreError,
+)
 from agentloops.journal.records import Entry, JournalRecord, Lease, RunInfo, RunStore
 from agentloops.messages import ToolCall
 
@@ -90,27 +111,45 @@ class Session:
         meta: dict[str, Any],
         past: list[JournalRecord],
         chain: Chain | None,
+        parent: Session | None = None,
         *,
         status: str = "running",
     ):
         self.store = d.store
-        self.forget = d.forget_finished
+        self.forget = d.forget_finished and parent is None  # the top run forgets its tree
         self.meta = meta
         self.past = past
         self.status: str | None = None
         """The status this session last wrote."""
         self.chain = chain
         """Where the run's checksum chain stands (`None`: a format 1 journal has none)."""
+        self.parent = parent
+        """The session of the run this one is a sub-run of: its lease covers this run."""
+        self.hosting = False
+        """Whether its run may make sub-runs (its tools have agent tools or handoffs)."""
         self._status = status
         """The header's status as this holder last set it (or found it, when reopening)."""
         from agentloops.journal.keeper import LeaseKeeper  # with the first durable run
 
         self.keeper = LeaseKeeper(d.store, lease)
 
+    @property
+    def holder(self) -> str:
+        return self.keeper.lease.holder
+
+    @property
+    def lease_ttl(self) -> float:
+        return self.keeper.lease.ttl
+
     def write(self, entries: list[Entry], status: str | None) -> None:
-        """Append under the lease (fenced: `LeaseLost` if it is no longer ours). The first
-        write of a reopened run that goes on sets its status back to "running", so a crash
-        from here on does not leave it saying "paused", "in_doubt" or "failed"."""
+        """Append under the lease (fenced: `LeaseLost` if it is no longer ours, or if the
+        parent run's is no longer its holder's). The first write of a reopened run that
+        goes on sets its status back to "running", so a crash from here on does not leave
+        it saying "paused", "in_doubt" or "failed"."""
+        parent = self.parent
+        while parent is not None:
+            parent.keeper.check()
+            parent = parent.parent
         self.keeper.check()
         if status is None and self._status != "running":
             status = "running"
@@ -120,24 +159,41 @@ class Session:
             self._status = status
 
     def journaled(self, machine: Machine[R], host: ToolHost, observed: bool = True) -> Machine[R]:
+        self.hosting = bool(host.registry.hosted)
         nonce = self.meta.get("nonce") if self.chain is not None else None
         return journaled(machine, self.past, self.write, host.registry, nonce or "", observed)
 
     def __enter__(self) -> Session:
-        self.keeper.start()
+        top = self._top()
+        if top is None:
+            self.keeper.start()
+        else:  # a sub-run: the keeper of the run at the top renews its lease too
+            top.keeper.attach(self.keeper)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.keeper.stop()
+        top = self._top()
+        if top is None:
+            self.keeper.stop()
+        else:
+            top.keeper.detach(self.keeper)
         lease = self.keeper.lease
         if self.forget and self.status == "finished":  # still ours: nobody else can be in it
+            if self.hosting:
+                _forget_below(self.store, lease.run_id)
             self.store.delete(lease.run_id, force=True)
         else:
             self.store.release(lease)
 
+    def _top(self) -> Session | None:
+        """The session of the run at the top of this one's tree (`None`: this is it)."""
+        top = self.parent
+        while top is not None and top.parent is not None:
+            top = top.parent
+        return top
+
     async def __aenter__(self) -> Session:
-        self.keeper.start()
-        return self
+        return self.__enter__()
 
     async def __aexit__(self, *exc: object) -> None:
         import asyncio
@@ -179,14 +235,17 @@ def begin(
     run_id: str,
     meta: Mapping[str, Any],
     fingerprint: _fingerprint.Parts,
+    parent: Session | None = None,
 ) -> Session:
     """Create the run, holding its lease (`RunExists` when the id is taken); its header
-    keeps `meta`, the journal's format, a new nonce and the loop's `fingerprint`."""
+    keeps `meta`, the journal's format, a new nonce and the loop's `fingerprint`. With
+    `parent`, a sub-run of that session's run, under its holder."""
     nonce = secrets.token_hex(6)
     full = {"format": FORMAT, "nonce": nonce, **meta}
     full["fingerprint"] = _fingerprint.condensed(fingerprint)
-    lease = d.store.start(run_id, kind=kind, ttl=d.lease_ttl, meta=full)
-    return Session(d, lease, full, [], Chain(run_id, nonce))
+    holder = None if parent is None else parent.holder
+    lease = d.store.start(run_id, kind=kind, ttl=d.lease_ttl, holder=holder, meta=full)
+    return Session(d, lease, full, [], Chain(run_id, nonce), parent)
 
 
 def reopen(
@@ -197,30 +256,50 @@ def reopen(
     decisions: Decisions | None,
     fingerprint: _fingerprint.Parts,
     allow_changes: Collection[str] = (),
+    parent: Session | None = None,
+    alone: bool = False,
 ) -> Session:
     """Take the run's lease, check the loop against the run's fingerprint, record
-    `decisions` under the lease, and read (and check) the journal.
+    `decisions` under the lease (those for calls of its sub-runs in their journals), and
+    read (and check) the journal. With `parent`, the run is that run's sub-run, reopened
+    under its holder (waiting, at most one lease's time, for the lease of a holder that
+    stopped to lapse); with `alone`, a sub-run journaled in its own loop's store (its
+    parent has none), resumed by the call that made it.
 
     Raises:
         RunNotFound, RunLeased: no such run, or another holder drives it now.
         CheckpointError: the run is another loop's, from a newer agentloops, was started
-            with other settings (that `allow_changes` does not name), or its journal is
-            damaged (a record that fails its schema or its checksum).
+            with other settings (that `allow_changes` does not name), its journal is
+            damaged (a record that fails its schema or its checksum), or it is a sub-run
+            resumed on its own (resume the run at the top).
         ConfigurationError: decisions that are not decisions, or leave a paused turn's call
-            undecided; `DecisionRefused` for one naming no waiting call, contradicting a
-            recorded one, or of the wrong kind (see `engine.decisions`).
+            undecided; `DecisionRefused` for one naming no waiting call (in the run or the
+            runs below it), contradicting a recorded one, or of the wrong kind (see
+            `engine.decisions`).
     """
     store = d.store
     info = store.run_info(run_id)
     check_kind(info, kind, run_id)
     upgrade = _fingerprint.check(run_id, info.meta, fingerprint, allow_changes)
-    lease = store.acquire(run_id, ttl=d.lease_ttl)
+    top = info.meta.get("parent_run_id")
+    if parent is None and not alone and info.meta.get("tool") and top:
+        raise CheckpointError(
+            f"run {run_id!r} is a sub-run of run {top!r} (its call "
+            f"{info.meta.get('call_id')!r} of {info.meta['tool']!r}): resume {top!r}, which "
+            "continues it",
+            run_id=run_id,
+        )
+    if parent is None:
+        lease = store.acquire(run_id, ttl=d.lease_ttl)
+    else:
+        lease = _acquire_below(store, run_id, d.lease_ttl, parent.holder)
     meta = dict(info.meta)
     try:
         chain = Chain.of(run_id, meta)
         past = _records.checked(store.read(run_id), chain)
-        entries = decision_entries(run_id, past, decisions, by=lease.holder) if decisions else []
-        decided = bool(entries)
+        own = _record_below(store, run_id, past, decisions, lease) if decisions else {}
+        entries = decision_entries(run_id, past, own, by=lease.holder) if own else []
+        decided = bool(entries) or len(own) < len(decisions or {})
         if upgrade is not None:
             meta["fingerprint"], changed = upgrade
             if changed:  # the journal says when, and by whom, the run's settings changed
@@ -232,12 +311,30 @@ def reopen(
     except BaseException:
         store.release(lease)
         raise
-    return Session(d, lease, meta, past, chain, status="running" if decided else info.status)
+    status = "running" if decided else info.status
+    return Session(d, lease, meta, past, chain, parent, status=status)
 
 
-def read(store: RunStore, run_id: str, info: RunInfo) -> list[JournalRecord]:
+def read(store: RunStore, run_id: str, info: RunInfo | None = None) -> list[JournalRecord]:
     """The run's journal, checked: its records' checksums and each one's schema."""
+    if info is None:
+        info = store.run_info(run_id)
     return _records.checked(store.read(run_id), Chain.of(run_id, info.meta))
+
+
+def _acquire_below(store: RunStore, run_id: str, ttl: float, holder: str) -> Lease:
+    """A sub-run's lease for its parent's holder. The parent's lease is held, so a lease
+    still current here is one a holder that stopped took with the parent's: it lapses
+    within about one lease's time, which is waited for."""
+    waited, step = 0.0, ttl / 20
+    while True:
+        try:
+            return store.acquire(run_id, ttl=ttl, holder=holder)
+        except RunLeased:
+            if waited >= ttl * 1.5:
+                raise
+            time.sleep(step)
+            waited += step
 
 
 def fork(
@@ -286,7 +383,9 @@ def fork(
 def waiting(past: list[JournalRecord]) -> dict[str, tuple[str, str, ToolCall]]:
     """The calls a run waits on a person for, by call id: `(why, journal key, call)`, why
     being "approval" (a paused turn's call with no decision yet) or "doubt" (a call that
-    started and never finished, and no one has decided yet whether it runs again).
+    started and never finished, and no one has decided yet whether it runs again). A
+    call that is a sub-run is not listed: the calls its run waits for are
+    (`waiting_below`).
 
     Raises:
         CheckpointError: a record in `past` that fails its kind's schema.
@@ -294,6 +393,143 @@ def waiting(past: list[JournalRecord]) -> dict[str, tuple[str, str, ToolCall]]:
     for record in past:
         _records.check(record)
     return {c: (w.why, w.key, w.call) for c, w in pending(past).items()}
+
+
+def open_subruns(past: list[JournalRecord], *, finished: bool = False) -> list[str]:
+    """The run ids of the sub-runs a run started and has no outcome of yet (paused, in
+    doubt, or cut off), in the order they started; with `finished`, every one."""
+    ended = set() if finished else {r.key for r in past if r.kind == "tool_finished"}
+    return [
+        r.data["subrun"]
+        for r in past
+        if r.kind == "tool_started" and "subrun" in r.data and r.key not in ended
+    ]
+
+
+def _forget_below(store: RunStore, run_id: str) -> None:
+    """Delete the sub-runs below a finished run (a loop's private store keeps none of a
+    finished tree: the run at the top forgets it all)."""
+    try:
+        past = store.read(run_id)
+    except StoreError:  # pragma: no cover  (the run is ours while it is forgotten)
+        return
+    for sub_id in open_subruns(past, finished=True):
+        _forget_below(store, sub_id)
+        store.delete(sub_id, force=True)
+
+
+def _decided_below(
+    store: RunStore, past: list[JournalRecord], call_id: str, kind: str
+) -> list[bool]:
+    """The decisions of `kind` ("decision" or `DOUBT`) recorded for a call of this id in
+    the runs below (finished ones too)."""
+    found: list[bool] = []
+    for sub_id in open_subruns(past, finished=True):
+        try:
+            sub_past = read(store, sub_id)
+        except StoreError:
+            continue
+        found += [
+            bool(r.data["approved"])
+            for r in sub_past
+            if r.kind == kind and r.key and r.key.endswith(f":{call_id}")
+        ]
+        found += _decided_below(store, sub_past, call_id, kind)
+    return found
+
+
+def waiting_below(
+    store: RunStore, run_id: str, past: list[JournalRecord] | None = None
+) -> dict[str, tuple[str, str, ToolCall, tuple[str, ...]]]:
+    """What a run and the sub-runs below it wait on a person for, by call id: `(why, key,
+    call, path)`, `path` being the run ids from `run_id` down to the run the call
+    belongs to (a call id that waits in two runs is listed as `RUN_ID:CALL_ID`)."""
+    if past is None:
+        past = read(store, run_id)
+    found: dict[str, tuple[str, str, ToolCall, tuple[str, ...]]] = {
+        cid: (*w, (run_id,)) for cid, w in waiting(past).items()
+    }
+    for sub_id in open_subruns(past):
+        try:
+            below = waiting_below(store, sub_id)
+        except StoreError:  # started, never begun (the parent stopped in between)
+            continue
+        for cid, (why, key, call, path) in below.items():
+            name = f"{path[-1]}:{cid}" if cid in found else cid
+            found[name] = (why, key, call, (run_id, *path))
+    return found
+
+
+def _record_below(
+    store: RunStore,
+    run_id: str,
+    past: list[JournalRecord],
+    decisions: Decisions,
+    lease: Lease,
+) -> dict[str, bool | str]:
+    """Record the decisions for calls of the run's sub-runs in the journals of the runs
+    they belong to (each under its own lease, taken by the same holder, and every one
+    checked by `engine.decisions` before any is written); the decisions for the run's own
+    calls (and for unknown ones, for `decision_entries` to refuse) are returned."""
+    if not open_subruns(past, finished=True):
+        return dict(decisions)
+    own_calls = waiting(past)
+    found = waiting_below(store, run_id, past)
+    leaves = {(path[-1], call.id): path for _, _, call, path in found.values()}
+    own: dict[str, bool | str] = {}
+    below: dict[str, dict[str, bool | str]] = {}
+    for name, value in decisions.items():
+        entry = found.get(name)
+        if name in own_calls:
+            own[name] = value
+            continue
+        if entry is None:
+            choice = choice_of(value, name)
+            kind = "decision" if choice in APPROVAL_CHOICES else DOUBT
+            earlier = _decided_below(store, past, name.rsplit(":", 1)[-1], kind)
+            approved = choice in ("approve", "rerun")
+            if earlier and all(e == approved for e in earlier):
+                continue  # decided so already (a second approver, a retry): nothing to add
+            if earlier:
+                raise DecisionRefused(
+                    f"call {name} below run {run_id!r} was already decided; a decision is final",
+                    run_id=run_id,
+                    call_id=name,
+                )
+        if entry is None and ":" not in name:
+            own[name] = value
+            continue
+        if entry is not None:
+            leaf, call_id = entry[3][-1], entry[2].id
+        else:  # "RUN_ID:CALL_ID", the long form of a call of a run below
+            leaf, call_id = name.rsplit(":", 1)
+            if (leaf, call_id) not in leaves:
+                own[name] = value
+                continue
+        below.setdefault(leaf, {})[call_id] = value
+    unknown = [name for name in own if name not in own_calls]
+    if unknown and found:  # refused before any is recorded, naming what waits below
+        raise DecisionRefused(
+            f"run {run_id!r} has no call {unknown[0]!r} waiting for a decision; "
+            f"waiting: {sorted(found)}",
+            run_id=run_id,
+            call_id=unknown[0],
+        )
+    held: list[tuple[Lease, Chain | None, list[Entry]]] = []
+    try:
+        for leaf, leaf_decisions in below.items():
+            leaf_lease = _acquire_below(store, leaf, lease.ttl, lease.holder)
+            chain = Chain.of(leaf, store.run_info(leaf).meta)
+            held.append((leaf_lease, chain, []))
+            leaf_past = _records.checked(store.read(leaf), chain)
+            held[-1][2].extend(decision_entries(leaf, leaf_past, leaf_decisions, by=lease.holder))
+        for leaf_lease, chain, entries in held:  # all checked: now recorded
+            if entries:
+                append(store, leaf_lease, chain, entries)
+    finally:
+        for leaf_lease, _, _ in held:
+            store.release(leaf_lease)
+    return own
 
 
 class _Plain:

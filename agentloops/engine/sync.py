@@ -6,20 +6,27 @@ the events to a sink, `stream` (in `agentloops.engine.streams`) yields them. Eve
 tool threads come back to this thread before they are handed on, so a sink never needs
 to be thread-safe.
 
+A call of an agent tool (or a handoff) is a sub-run this driver drives itself, as a
+nested `drive` of its machine: inline when it is the turn's lone call, else on a daemon
+thread whose events (deltas included) come back to this thread like a tool thread's. A
+run that stops early (its stream closed) stops its sub-runs on their threads too, before
+their next model or tool call.
+
 Rule: a driver performs effects and decides nothing; it knows no loop.
 """
 
 from __future__ import annotations
 
 import contextvars
-import dataclasses
 import queue
+import threading
 import time
 from collections.abc import Callable, Generator
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any
 
 from agentloops.engine import _events, _threads
+from agentloops.engine._hosting import Job
 from agentloops.engine._partial import PartialOutput
 from agentloops.engine.effects import (
     CallModel,
@@ -33,6 +40,7 @@ from agentloops.engine.effects import (
     StartTool,
 )
 from agentloops.engine.host import ToolHost
+from agentloops.errors import AgentLoopsError
 from agentloops.events import Event, EventSink
 from agentloops.messages import ToolOutcome
 from agentloops.model import ModelResponse
@@ -66,27 +74,36 @@ def run(machine: Machine[R], host: ToolHost, on_event: EventSink | None = None) 
         events.close()
 
 
+class _Abandoned(BaseException):
+    """Ends a sub-run on a thread whose caller stopped (its stream was closed)."""
+
+
 def drive(
     machine: Machine[R],
     host: ToolHost,
     *,
     observed: bool,
     streaming: bool = False,
+    stop: threading.Event | None = None,
     halt: _events.Halt | None = None,
 ) -> Events[R]:
     """Perform `machine`'s effects until it returns; yields events when `observed`.
 
     With `streaming`, model calls go through the client's `stream` (when it has one)
-    and its deltas are yielded as they arrive. `halt` holds a failed sink's error, raised
-    into the machine at the next new work.
+    and its deltas are yielded as they arrive. A set `stop` (a sub-run on a thread, whose
+    caller stopped) ends the drive before its next effect. `halt` holds a failed sink's
+    error, raised into the machine at the next new work (a sub-run's drive shares its
+    caller's: its machine stops there too, with its partial result).
     """
-    tools = _Tools(host, observed, halt)
+    tools = _Tools(host, observed, streaming, halt)
     queued = tools.queued
     quiet = not observed and not streaming
-    inline = host.executor is None
+    inline = host.executor is None and not host.registry.hosted
     try:
         effect = next(machine)
         while True:
+            if stop is not None and stop.is_set():
+                raise _Abandoned
             kind = type(effect)
             try:
                 if halt is not None and halt.error is not None and kind in _events.HALTS_AT:
@@ -124,6 +141,8 @@ def drive(
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
     finally:
+        if tools.stop is not None:
+            tools.stop.set()
         machine.close()
 
 
@@ -151,17 +170,16 @@ def _streamed(parts: Any, effect: CallModel) -> Events[ModelResponse]:
     so far when the call may write one; return the response."""
     from agentloops.errors import ModelError
 
-    loop, run_id = effect.loop, effect.run_id
     partial = PartialOutput(effect.output) if effect.output is not None else None
     try:
         for part in parts:
             if isinstance(part, ModelResponse):
                 return part
-            yield dataclasses.replace(part, loop=loop, run_id=run_id)
+            yield _events.delta(part, effect)
             if partial is not None:
                 parsed = partial.feed(part)
                 if parsed is not None:
-                    yield dataclasses.replace(parsed, loop=loop, run_id=run_id)
+                    yield _events.delta(parsed, effect)
     finally:
         close = getattr(parts, "close", None)  # a generator's; a plain iterator has none
         if close is not None:
@@ -172,10 +190,20 @@ def _streamed(parts: Any, effect: CallModel) -> Events[ModelResponse]:
 class _Tools:
     """Started calls: queued until someone waits, so a lone call runs inline (no thread)."""
 
-    def __init__(self, host: ToolHost, observed: bool, halt: _events.Halt | None = None):
+    def __init__(
+        self,
+        host: ToolHost,
+        observed: bool,
+        streaming: bool = False,
+        halt: _events.Halt | None = None,
+    ):
         self.host = host
         self.observed = observed
+        self.streaming = streaming
         self.halt = halt
+        self.stop: threading.Event | None = None
+        """Set when the drive ends: sub-runs still on their threads stop (made with the
+        first sub-run on a thread)."""
         self.queued: list[StartTool] = []
         self.running = 0
         # ("event", Event) from tool threads, or ("done", call_id, ToolOutcome |
@@ -189,7 +217,7 @@ class _Tools:
         if self.queued:
             if halt is not None and halt.error is not None:
                 self.queued.clear()  # a failed sink: no new call starts
-            elif self.running == 0 and len(self.queued) == 1 and self.host.executor is None:
+            elif self.running == 0 and len(self.queued) == 1 and self._inline_ok(self.queued[0]):
                 return (yield from self._inline(self.queued.pop()))
             else:
                 self._submit_queued()
@@ -212,30 +240,68 @@ class _Tools:
                 yield finished
             return call_id, outcome
 
+    def _inline_ok(self, effect: StartTool) -> bool:
+        """A lone call runs here unless the loop's executor takes it (a sub-run never
+        goes to an executor: this driver drives it)."""
+        return self.host.executor is None or effect.call.name in self.host.registry.hosted
+
     def _inline(self, effect: StartTool) -> Events[tuple[str, ToolOutcome]]:
         call = effect.call
         if self.observed:
             yield _events.tool_started(effect)
             if self.halt is not None:
                 self.halt.check()  # its event could not be written: the call is not made
-        outcome = self.host.call(effect)
+        if call.name in self.host.registry.hosted:
+            outcome = yield from self.hosted(effect)
+        else:
+            outcome = self.host.call(effect)
         if self.observed:
             yield _events.tool_finished(effect, outcome)
         return call.id, outcome
 
+    def hosted(self, effect: StartTool, stop: threading.Event | None = None) -> Events[ToolOutcome]:
+        """Drive the sub-run of an agent tool's call here, as a nested drive."""
+        job = Job(effect, self.host, self.observed)
+        refused = job.refusal()
+        if refused is not None:
+            return refused
+        try:
+            machine, host = job.open()
+            result = yield from drive(
+                machine,
+                host,
+                observed=self.observed,
+                streaming=self.streaming,
+                stop=stop,
+                halt=self.halt,
+            )
+        except AgentLoopsError as exc:
+            return job.failed(exc)
+        finally:
+            job.close()
+        return job.outcome(result)
+
     def _submit_queued(self) -> None:
         queued = self.queued[:]
         self.queued.clear()  # in place: the driver holds this list
-        executor = self.host.executor
+        executor, hosted = self.host.executor, self.host.registry.hosted
         # Every caller is ready (a remote executor's are checked for pickling) before
         # anything is submitted.
-        callers = [self._caller(e.call.name) for e in queued] if executor is not None else []
-        for i, effect in enumerate(queued):
+        callers = {
+            e.call.name: self._caller(e.call.name)
+            for e in queued
+            if executor is not None and e.call.name not in hosted
+        }
+        for effect in queued:
             self.running += 1
-            if executor is None:
+            if effect.call.name in hosted:
+                if self.stop is None:
+                    self.stop = threading.Event()
+                _threads.submit(_hosted_task(self, effect))
+            elif executor is None:
                 _threads.submit(_task(self, effect))
             else:
-                self._submit_to(executor, callers[i], effect)
+                self._submit_to(executor, callers[effect.call.name], effect)
 
     def _submit_to(
         self, executor: Executor, caller: Callable[..., ToolOutcome], e: StartTool
@@ -273,6 +339,38 @@ class _Tools:
         if caller is None:
             caller = self.callers[name] = self.host.caller(name)
         return caller
+
+
+def _hosted_task(tools: _Tools, effect: StartTool) -> Callable[[], None]:
+    """A sub-run on a daemon thread: its events go to the driver's inbox as they come."""
+    call, inbox, observed = effect.call, tools.inbox, tools.observed
+    ctx = contextvars.copy_context()
+
+    def task() -> None:
+        finished = None
+        try:
+            if observed:
+                inbox.put(("event", _events.tool_started(effect)))
+            outcome: ToolOutcome | BaseException = ctx.run(
+                _drain, tools.hosted(effect, tools.stop), inbox
+            )
+            if observed:
+                finished = _events.tool_finished(effect, outcome)  # type: ignore[arg-type]
+        except BaseException as exc:  # handed to the driver's thread, which raises it
+            outcome = exc
+        inbox.put(("done", call.id, outcome, finished))
+
+    return task
+
+
+def _drain(events: Events[ToolOutcome], inbox: queue.SimpleQueue[tuple[Any, ...]]) -> ToolOutcome:
+    """Run a sub-run's drive to its outcome, posting its events to the driver."""
+    while True:
+        try:
+            event = next(events)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        inbox.put(("event", event))
 
 
 def _task(tools: _Tools, effect: StartTool) -> Callable[[], None]:

@@ -23,10 +23,12 @@ from agentloops.errors import RecordWriteError
 from agentloops.messages import (
     Block,
     Message,
+    SubRun,
     ToolCall,
     ToolOutcome,
     block_to_dict,
     message_to_dict,
+    subrun_to_dict,
 )
 from agentloops.usage import Usage
 
@@ -71,7 +73,11 @@ class Event(Record):
     "evaluator", "structured", "text"), or "" on a delta straight from a model client,
     before a driver stamps it."""
     run_id: str = ""
-    """Identifies one run; nested runs (a Plan-and-Execute step) have their own."""
+    """Identifies one run; nested runs (a Plan-and-Execute step, an agent tool's sub-run)
+    have their own."""
+    parent_run_id: str | None = None
+    """The run this event's run is part of: the Plan-and-Execute run of a step, the run
+    whose agent tool (or handoff) made a sub-run; `None` for a top-level run."""
     at: float = field(default_factory=time.perf_counter)
     """`time.perf_counter()` when the event was made: for the time between two events of
     one process (monotonic, not a date); `ts` is the date."""
@@ -82,7 +88,8 @@ class Event(Record):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RunStarted(Event):
-    parent_run_id: str | None = None
+    parent_call_id: str = ""
+    """For a sub-run: the tool call of the parent run it answers ("" otherwise)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -242,7 +249,11 @@ def _plain(value: Any) -> Any:
         data = {"content": value.content, "is_error": value.is_error, "seconds": value.seconds}
         if value.retry:  # only then: the records stay as they were for every other outcome
             data["retry"] = True
+        if value.run is not None:
+            data["run"] = subrun_to_dict(value.run)
         return data
+    if isinstance(value, SubRun):
+        return subrun_to_dict(value)
     if isinstance(value, Block):
         return block_to_dict(value)
     if isinstance(value, Message):

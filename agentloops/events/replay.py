@@ -105,7 +105,7 @@ class EventReplay:
         self.model_calls += 1
         event = ModelCallFinished(
             loop=data.get("loop", ""),
-            run_id=data.get("run", run_id),
+            **_ids(run_id, data),
             at=at,
             step=data["step"],
             stop_reason=response["stop_reason"],
@@ -121,7 +121,7 @@ class EventReplay:
         return [
             ToolCallStarted(
                 loop=data.get("loop", ""),
-                run_id=data.get("run", run_id),
+                **_ids(run_id, data),
                 at=at,
                 call_id=data["id"],
                 name=data["name"],
@@ -134,7 +134,7 @@ class EventReplay:
         return [
             ToolCallFinished(
                 loop=data.get("loop", ""),
-                run_id=data.get("run", run_id),
+                **_ids(run_id, data),
                 at=at,
                 call_id=data["call_id"],
                 name=data["name"],
@@ -149,7 +149,7 @@ class EventReplay:
     def _asked(self, run_id: str, data: dict[str, Any], at: float) -> list[Event]:
         calls = [ToolCall(c["id"], c["name"], c["args"]) for c in data["calls"]]
         loop = data.get("loop", "")
-        return [ApprovalRequested(loop=loop, run_id=data.get("run", run_id), at=at, calls=calls)]
+        return [ApprovalRequested(loop=loop, **_ids(run_id, data), at=at, calls=calls)]
 
     def _journaled(self, run_id: str, data: dict[str, Any], at: float) -> list[Event]:
         cls = _JOURNALED.get(data.get("event", ""))
@@ -184,6 +184,13 @@ _MAKERS = {
     "result": EventReplay._ended,
     "failed": EventReplay._ended,
 }
+
+
+def _ids(run_id: str, data: dict[str, Any]) -> dict[str, Any]:
+    """The run ids of a record's event: a record of a run nested in the journal's (a
+    Plan-and-Execute step's) names its own run, whose parent is the journal's run."""
+    own = data.get("run", run_id)
+    return {"run_id": own, "parent_run_id": run_id if own != run_id else None}
 
 
 def _plan(loop: str, plan: Any) -> Any:

@@ -40,6 +40,10 @@ class LeaseKeeper:
                 store.append(lease, ...)
         store.release(lease)
 
+    A keeper can also keep other keepers' leases in its own thread (`attach`): a run's
+    keeper renews the leases of its sub-runs, so a sub-run costs no thread of its own and
+    its lease lapses with its parent's.
+
     Args:
         store: the store that issued the lease.
         lease: the lease to keep.
@@ -67,6 +71,8 @@ class LeaseKeeper:
         self._lost: LeaseLost | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._attached: list[LeaseKeeper] = []
+        self._lock = threading.Lock()
         # When the lease was last known good: build the keeper right after acquiring it.
         self._renewed_at = time.monotonic()
 
@@ -106,20 +112,44 @@ class LeaseKeeper:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
 
+    def attach(self, other: LeaseKeeper) -> None:
+        """Renew `other`'s lease too, after this one's, from this keeper's thread (which
+        `other` then never starts): a sub-run's lease, kept by its run's keeper."""
+        other._renewed_at = time.monotonic()
+        with self._lock:
+            self._attached.append(other)
+
+    def detach(self, other: LeaseKeeper) -> None:
+        """Stop renewing `other`'s lease (a renewal of it in flight finishes first)."""
+        with self._lock:
+            if other in self._attached:
+                self._attached.remove(other)
+
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
-            sent = time.monotonic()
-            try:
-                self._lease = self.store.renew(self._lease)
-            except LeaseLost as exc:
-                self._give_up(exc)
+            if not self._renew():
                 return
-            except StoreError as exc:
-                if time.monotonic() - self._renewed_at < self._lease.ttl:
-                    continue  # transient: the lease is still ours for a while; try again
-                self._give_up(self._expired(exc))
-                return
-            self._renewed_at = sent
+            with self._lock:
+                attached = list(self._attached)
+            for other in attached:
+                if other._lost is None:
+                    other._renew()
+
+    def _renew(self) -> bool:
+        """Renew once; False when the lease is lost (the keeper stops keeping it)."""
+        sent = time.monotonic()
+        try:
+            self._lease = self.store.renew(self._lease)
+        except LeaseLost as exc:
+            self._give_up(exc)
+            return False
+        except StoreError as exc:
+            if time.monotonic() - self._renewed_at < self._lease.ttl:
+                return True  # transient: the lease is still ours for a while; try again
+            self._give_up(self._expired(exc))
+            return False
+        self._renewed_at = sent
+        return True
 
     def _expired(self, cause: StoreError | None) -> LeaseLost:
         lease = self._lease

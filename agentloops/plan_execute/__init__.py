@@ -15,6 +15,7 @@ one loop-to-loop edge), and no other loop.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Iterator, Mapping
 from typing import Any
@@ -27,6 +28,8 @@ from agentloops.engine.meter import meter_for
 from agentloops.engine.runner import Opening, Runner, new_run_id
 from agentloops.engine.runs import Clock
 from agentloops.engine.session import check_store
+from agentloops.engine.subruns import AgentTool, agent_tool
+from agentloops.engine.tree import DEFAULT_MAX_DEPTH, Limits
 from agentloops.errors import ConfigurationError, check_limits
 from agentloops.events import Event, EventSink
 from agentloops.journal import RunStore
@@ -108,6 +111,7 @@ class PlanAndExecute:
             (possibly changed; `None` keeps it) or raises `ModelRetry("why")`.
         max_output_retries: reporter answers that may be rejected before the run stops
             with `"invalid_output"`.
+        max_depth: how deep sub-runs (the steps' agent tools' calls) may nest below a run.
 
     The default prompts are module constants of `agentloops.plan_execute`; read them
     there, or in docs/plan-and-execute.md.
@@ -142,8 +146,10 @@ class PlanAndExecute:
         output_type: Any = None,
         output_validator: OutputValidator | None = None,
         max_output_retries: int = 2,
+        max_depth: int = DEFAULT_MAX_DEPTH,
     ):
         check_limits(
+            max_depth=(max_depth, 0),
             max_plan_steps=(max_plan_steps, 1),
             max_step_iterations=(max_step_iterations, 1),
             max_replans=(max_replans, 0),
@@ -189,6 +195,7 @@ class PlanAndExecute:
             milestones=True,  # its plan and steps, journaled for replay_events
         )
         self.max_cost, self.price, self.deadline = max_cost, price, deadline
+        self.max_depth = max_depth
         self.on_event = on_event
         self.max_retries = max_retries
         self.max_digest_chars = max_digest_chars
@@ -356,10 +363,55 @@ class PlanAndExecute:
     def _rebuilt(
         self, meta: dict[str, Any], run_id: str, observed: bool
     ) -> Machine[PlanExecuteResult]:
-        return self.machine(meta["task"], run_id=run_id, observed=observed)
+        parent = meta.get("parent_run_id")
+        return _machine.machine(
+            self, meta["task"], run_id=run_id, observed=observed, parent_run_id=parent
+        )
 
     def _host(self) -> ToolHost:
-        return ToolHost(self.tools)
+        host = ToolHost(self.tools)
+        if self.tools.hosted:  # the steps have agent tools: each run tops a tree of runs
+            return dataclasses.replace(host, limits=self._limits())
+        return host
+
+    # -- as a sub-run (an agent tool's) ------------------------------------------------
+
+    def as_tool(
+        self, name: str, description: str, *, input_type: type[Any] | None = None
+    ) -> AgentTool:
+        """This loop as a tool of another loop: each call is a sub-run (plan, steps,
+        report) driven by the calling run's driver, whose answer is the call's result; a
+        step's pause for approval pauses the caller. See `ReActLoop.as_tool` and
+        docs/multi-agent.md."""
+        return agent_tool(self, name, description, input_type=input_type)
+
+    def _limits(self) -> Limits:
+        spec = self._runner.meter
+        return Limits(
+            max_cost=getattr(spec, "max_cost", None),
+            max_depth=self.max_depth,
+            deadline=self.deadline,
+            pricer=getattr(spec, "pricer", None),
+            owner=id(self),
+        )
+
+    def _sub_machine(
+        self, task: str, *, run_id: str, parent_run_id: str, observed: bool
+    ) -> Machine[PlanExecuteResult]:
+        return _machine.machine(
+            self, task, run_id=run_id, observed=observed, parent_run_id=parent_run_id
+        )
+
+    def _sub_resume(
+        self, state: dict[str, Any], decisions: dict[str, bool], *, observed: bool
+    ) -> Machine[PlanExecuteResult]:
+        raise AssertionError("a Plan-and-Execute sub-run is always journaled")  # pragma: no cover
+
+    def _paused_state(self, result: PlanExecuteResult) -> dict[str, Any] | None:
+        return None  # its state is its journal (the caller's store, or this loop's own)
+
+    def _may_pause(self, seen: set[int]) -> bool:
+        return self.step_loop._may_pause(seen)
 
     # -- the machine ----------------------------------------------------------------
 

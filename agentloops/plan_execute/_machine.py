@@ -17,7 +17,7 @@ import pydantic
 
 from agentloops.answer import answer_machine
 from agentloops.engine.effects import Emit, Machine
-from agentloops.engine.runs import Clock, lifecycle
+from agentloops.engine.runs import Clock, lifecycle, nested
 from agentloops.errors import AgentLoopsError, PlanValidationError
 from agentloops.events import Event, PlanMade, Replanned, StepFinished, StepStarted
 from agentloops.model import ModelClient
@@ -67,21 +67,31 @@ def machine(
     run_id: str,
     observed: bool,
     clock: Clock = time.perf_counter,
+    parent_run_id: str | None = None,
 ) -> Machine[PlanExecuteResult]:
     """A run (see `PlanAndExecute.machine`): a new one, or one whose journal is replayed
-    into it. It reads no store; its id comes from outside."""
-    run = _Run(p, RunState(run_id=run_id, task=task), observed, clock)
+    into it; a sub-run of `parent_run_id`'s (an agent tool's call). It reads no store; its
+    id comes from outside."""
+    run = _Run(p, RunState(run_id=run_id, task=task), observed, clock, parent_run_id)
     return run.lifecycle(run.steps())
 
 
 class _Run:
     """One run's machine: its settings, its state, and how it is watched."""
 
-    def __init__(self, p: Settings, state: RunState, observed: bool, clock: Clock):
+    def __init__(
+        self,
+        p: Settings,
+        state: RunState,
+        observed: bool,
+        clock: Clock,
+        parent_run_id: str | None = None,
+    ):
         self.p = p
         self.state = state
         self.observed = observed
         self.clock = clock
+        self.parent_run_id = parent_run_id
 
     def steps(self) -> Machine[PlanExecuteResult]:
         """Plan, run the steps in order (reviewing the rest when asked), then report. A
@@ -138,15 +148,14 @@ class _Run:
                 StepStarted, step_id=str(step.step_number), description=step.description
             )
         prompt = step_prompt(state, i, self.p.max_digest_chars)
-        return (
-            yield from self.p.step_loop.machine(
-                prompt,
-                run_id=f"{state.run_id}.{step.step_number}",
-                parent_run_id=state.run_id,
-                observed=self.observed,
-                clock=self.clock,
-            )
+        react = self.p.step_loop.machine(
+            prompt,
+            run_id=f"{state.run_id}.{step.step_number}",
+            parent_run_id=state.run_id,
+            observed=self.observed,
+            clock=self.clock,
         )
+        return (yield from nested(react, state.run_id))  # its events name this run
 
     def _review_due(self, i: int) -> bool:
         p, state = self.p, self.state
@@ -230,6 +239,7 @@ class _Run:
                 step = state.steps[i]
                 step.usage, step.model_calls = exc.result.usage, exc.result.model_calls
                 step.tool_calls = exc.result.tool_calls
+                step.subruns = list(exc.result.subruns)  # their spending is in the step's
             stop: PlanStopReason = (
                 "invalid_plan" if isinstance(exc, PlanValidationError) else "error"
             )
@@ -242,6 +252,7 @@ class _Run:
             observed=self.observed,
             clock=self.clock,
             partial=partial,
+            parent_run_id=self.parent_run_id,
         )
 
     def _event(self, kind: type[Event], **fields: Any) -> Emit:

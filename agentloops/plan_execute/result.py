@@ -18,7 +18,7 @@ from agentloops._text import cut
 from agentloops.engine.runs import Totals
 from agentloops.errors import raise_for_stop
 from agentloops.events import Record
-from agentloops.messages import ToolCall
+from agentloops.messages import SubRun, ToolCall
 from agentloops.plan_execute.schema import Plan, PlanRevision, PlanStep, plan_problems
 from agentloops.react import ReActResult
 from agentloops.usage import Usage
@@ -72,6 +72,11 @@ class PlanExecuteResult(Record):
     output: Any = None
     """With `output_type`: the reporter's validated answer (`None` when the run stopped
     short); `answer` is then its JSON."""
+    pending_paths: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """For each pending call (by the key a decision names it with): the run ids from this
+    run down to the run that asks (this run, its step's ReAct run, and any sub-runs)."""
+    subruns: list[SubRun] = field(default_factory=list)
+    """The runs its steps' agent tools made (their usage and calls are in this run's)."""
 
     def raise_for_stop(self) -> None:
         """Raise the matching `RunError` (with this result) unless the run answered."""
@@ -88,6 +93,8 @@ class StepRecord:
     """Everything this step's ReAct loop spent (replaced, not added, when a pause resumes)."""
     model_calls: int = 0
     tool_calls: int = 0
+    subruns: list[SubRun] = field(default_factory=list)
+    """The runs its agent tools made."""
 
 
 @dataclass(kw_only=True)
@@ -126,6 +133,7 @@ class RunState:
             react.model_calls,
             react.tool_calls,
         )
+        step.subruns = list(react.subruns)
         if react.stop_reason == "approval_required":
             step.status, self.paused = "paused", react
             self.stop_reason, self.detail = "approval_required", react.detail
@@ -173,6 +181,10 @@ class RunState:
             pending_approvals=paused.pending_approvals if paused is not None else [],
             detail=self.detail if detail is None else detail,
             output=self.output,
+            pending_paths={}
+            if paused is None
+            else {k: (self.run_id, *v) for k, v in paused.pending_paths.items()},
+            subruns=[run for s in self.steps for run in s.subruns],
         )
 
 

@@ -2,12 +2,14 @@
 
 `ReActLoop` holds a run's settings and its public methods; the decisions live once, in the
 step machine (`react._machine`), and the runner (`agentloops.engine.runner`) drives it,
-plain or durable, on this thread or the event loop. `ReActResult` is in `react.result`.
-Rule: this package knows the engine and the vocabulary below it, and no other loop.
+plain or durable, on this thread or the event loop. `ReActResult` is in `react.result`,
+`Handoff` in `react.handoffs`. Rule: this package knows the engine and the vocabulary below
+it, and no other loop (a loop given as an agent tool or a handoff is met as a tool).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import (
     AsyncIterator,
@@ -27,6 +29,8 @@ from agentloops.engine.host import ToolHost
 from agentloops.engine.meter import meter_for
 from agentloops.engine.runner import Opening, Runner, new_run_id
 from agentloops.engine.runs import Clock
+from agentloops.engine.subruns import AgentTool, agent_tool
+from agentloops.engine.tree import DEFAULT_MAX_DEPTH, Limits
 from agentloops.errors import check_limits
 from agentloops.events import Event, EventSink
 from agentloops.journal import RunStore
@@ -34,11 +38,12 @@ from agentloops.messages import Message, message_from_dict, message_to_dict
 from agentloops.model import ModelClient
 from agentloops.output import OutputValidator, output_spec
 from agentloops.react import _machine
+from agentloops.react.handoffs import Handoff, handoff_tools, text_only
 from agentloops.react.result import ReActResult, ReActStopReason
 from agentloops.tools import ApprovalPolicy, Tool, ToolRegistry
 from agentloops.usage import Amount, Price
 
-__all__ = ["ReActLoop", "ReActResult", "ReActStopReason"]
+__all__ = ["Handoff", "ReActLoop", "ReActResult", "ReActStopReason", "text_only"]
 
 
 class ReActLoop:
@@ -87,6 +92,16 @@ class ReActLoop:
             back to the model with its answer.
         max_output_retries: answers that may be rejected (by validation or the validator)
             before the run stops with `"invalid_output"`.
+        handoffs: loops the model may hand the conversation over to (each a `ReActLoop`
+            with a `name`, or a `Handoff`): a tool `transfer_to_<name>` each. The target
+            continues the conversation as a sub-run, and its answer ends the run
+            (`result.answered_by`); a handoff back into its own chain stops the run with
+            `"handoff_cycle"`. See docs/multi-agent.md.
+        name: this loop's name, for handoffs to it and `result.answered_by`.
+        max_depth: how deep sub-runs (agent tools, handoffs) may nest below a run of this
+            loop; a call past it gets an error result instead of a sub-run. Its
+            `max_total_tokens`, `max_tool_calls`, `max_cost` and `deadline` bound its
+            sub-runs too (what they spend counts in its result).
 
     Examples:
         >>> from agentloops.testing import ScriptedModel
@@ -118,6 +133,9 @@ class ReActLoop:
         output_type: Any = None,
         output_validator: OutputValidator | None = None,
         max_output_retries: int = 2,
+        handoffs: Iterable[ReActLoop | Handoff] = (),
+        name: str = "",
+        max_depth: int = DEFAULT_MAX_DEPTH,
     ):
         check_limits(
             max_steps=(max_steps, 1),
@@ -126,9 +144,20 @@ class ReActLoop:
             max_repeats=(max_repeats, 2),
             max_calls_per_turn=(max_calls_per_turn, 1),
             max_tool_calls=(max_tool_calls, 1),
+            max_depth=(max_depth, 0),
         )
         self.model = model
-        self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
+        self.name = name
+        self.max_depth = max_depth
+        registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
+        self.handoffs = list(handoffs)
+        if self.handoffs:  # a registry of its own: the caller's is left as it was
+            registry = ToolRegistry(
+                [*registry, *handoff_tools(self.handoffs, ReActLoop)],
+                max_output_chars=registry.max_output_chars,
+                max_abandoned_threads=registry.max_abandoned_threads,
+            )
+        self.tools = registry
         self.system = system
         self.max_steps = max_steps
         self.max_parallel_tools = max_parallel_tools
@@ -360,7 +389,80 @@ class ReActLoop:
         host = self._tool_host  # one per loop, not per run
         if host.registry is not self.tools:  # `tools` was replaced since
             host = self._tool_host = ToolHost(self.tools)
+        if host.registry.hosted:  # agent tools or handoffs: each run tops a tree of runs
+            return dataclasses.replace(host, limits=self._limits())
         return host
+
+    # -- as a sub-run (an agent tool's, a handoff's) ------------------------------------
+
+    def as_tool(
+        self, name: str, description: str, *, input_type: type[Any] | None = None
+    ) -> AgentTool:
+        """This loop as a tool of another loop: each call is a sub-run, driven by the
+        calling run's driver, whose answer is the call's result.
+
+        Its usage and model calls count in the calling run's result (`result.subruns`
+        lists each), its events stream through the caller's (`parent_run_id` names the
+        caller), a pause for approval pauses the caller (whose `pending_approvals` lists
+        the sub-run's calls), and with a store it is journaled as a run of its own, whose id
+        is the call's idempotency key. See docs/multi-agent.md.
+
+        Args:
+            name: the tool's name (what the model calls).
+            description: what the model is told it does.
+            input_type: a pydantic model for the arguments (default: one `task` string);
+                the sub-run's task is the value as JSON.
+
+        Examples:
+            >>> from agentloops.testing import ScriptedModel, use_tools
+            >>> inner = ReActLoop(ScriptedModel(["Paris."]), [])
+            >>> outer = ReActLoop(
+            ...     ScriptedModel([use_tools(("geo", {"task": "Capital of France?"})), "Paris!"]),
+            ...     [inner.as_tool("geo", "Answers geography questions.")],
+            ... )
+            >>> result = outer.run("Where is the Louvre?")
+            >>> result.answer, result.model_calls, result.subruns[0].name
+            ('Paris!', 3, 'geo')
+        """
+        return agent_tool(self, name, description, input_type=input_type)
+
+    def _limits(self) -> Limits:
+        spec = self._runner.meter
+        return Limits(
+            max_total_tokens=self.max_total_tokens,
+            max_tool_calls=self.max_tool_calls,
+            max_cost=getattr(spec, "max_cost", None),
+            max_depth=self.max_depth,
+            deadline=self.deadline,
+            pricer=getattr(spec, "pricer", None),
+            owner=id(self),
+        )
+
+    def _sub_machine(
+        self,
+        task: str | Sequence[Message],
+        *,
+        run_id: str,
+        parent_run_id: str,
+        observed: bool,
+    ) -> Machine[ReActResult]:
+        return self.machine(task, run_id=run_id, parent_run_id=parent_run_id, observed=observed)
+
+    def _sub_resume(
+        self, state: dict[str, Any], decisions: dict[str, bool], *, observed: bool
+    ) -> Machine[ReActResult]:
+        return self.resume_machine(ReActResult.from_state(state), decisions, observed=observed)
+
+    def _paused_state(self, result: ReActResult) -> dict[str, Any]:
+        return result.to_state()
+
+    def _may_pause(self, seen: set[int]) -> bool:
+        if id(self) in seen:
+            return False
+        seen.add(id(self))
+        if self.approval is not None or self.tools.asking:
+            return True
+        return any(isinstance(t, AgentTool) and t.may_pause(seen) for t in self.tools)
 
     # -- the machine -----------------------------------------------------------------
 

@@ -3,8 +3,9 @@
 One model call per step; the tool calls of a turn run concurrently and their results go
 back in one user message, in the order asked. The machine stops on an answer, at a hard
 step limit, on a spent token budget, when the model repeats itself, or when a tool call
-needs a human. A typed run's final answer is judged in `react._typed`. Rule: no I/O and
-no driver here (the runner and drivers do that); the settings come from the loop
+needs a human (its own, or one of a sub-run's: `react._nesting`). A typed run's final
+answer is judged in `react._typed`; a handoff's answer ends the run. Rule: no I/O and no
+driver here (the runner and drivers do that); the settings come from the loop
 (`Settings`), the state from `Run`.
 """
 
@@ -14,12 +15,22 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from agentloops.engine.effects import CallModel, Decide, Emit, Machine, NextTool, StartTool
+from agentloops.engine.effects import (
+    CallModel,
+    Decide,
+    Emit,
+    Machine,
+    NextTool,
+    StartTool,
+    SubStart,
+)
 from agentloops.engine.runs import Clock, Totals, call_model, empty, lifecycle, nudge, run_tools
+from agentloops.engine.subruns import paused
 from agentloops.errors import AgentLoopsError, ConfigurationError
 from agentloops.events import ApprovalRequested
 from agentloops.messages import (
     Message,
+    SubRun,
     Text,
     ToolCall,
     ToolOutcome,
@@ -30,7 +41,7 @@ from agentloops.messages import (
 )
 from agentloops.model import ModelClient, ModelRequest, answer_stop
 from agentloops.output import OutputSpec, OutputValidator
-from agentloops.react import _typed
+from agentloops.react import _nesting, _typed
 from agentloops.react._resumed import check_resumable
 from agentloops.react._stall import stall_detail, stalled, window
 from agentloops.react.result import ReActResult, ReActStopReason
@@ -49,6 +60,7 @@ class Settings(Protocol):
 
     model: ModelClient
     tools: ToolRegistry
+    name: str
     system: str
     max_steps: int
     max_parallel_tools: int
@@ -71,6 +83,7 @@ class Run:
     __slots__ = (
         "messages",
         "messages",
+        "name",
         "next_tool",
         "nudged",
         "rejected",
@@ -78,6 +91,7 @@ class Run:
         "run_id",
         "seen_ids",
         "steps",
+        "subruns",
         "totals",
         "turn",
         "turns",
@@ -90,11 +104,16 @@ class Run:
         max_repeats: int | None,
         totals: Totals | None = None,
         steps: int = 0,
+        name: str = "",
+        subruns: list[SubRun] | None = None,
     ):
         self.messages = messages
         self.run_id = run_id
         self.totals = totals or Totals()
         self.steps = steps
+        self.name = name
+        """Who answers: the loop's name, or a handoff target's."""
+        self.subruns: list[SubRun] = subruns if subruns is not None else []
         # Call ids already used (a task's lone user turn has none: no walk for it).
         self.seen_ids = {c.id for m in messages for c in m.tool_calls} if messages[1:] else set()
         self.turns = window(max_repeats)  # the stall guard's last turns
@@ -133,7 +152,7 @@ def machine(
             "rename it, or build the loop with its tools"
         )
     # By position: on Python 3.11 a class call with keywords costs a third more.
-    run = Run(messages, run_id, loop.max_repeats)
+    run = Run(messages, run_id, loop.max_repeats, None, 0, loop.name)
     return _lifecycle(run, steps(loop, run, observed), observed, clock, parent_run_id)
 
 
@@ -148,21 +167,42 @@ def resume_machine(
 ) -> Machine[ReActResult]:
     """A paused run, resumed with `decisions`, as a step machine (see
     `ReActLoop.resume_machine`). The pause is checked, and marked as resumed, now."""
-    pending = check_resumable(result, decisions)
+    own = check_resumable(result, decisions)
+    turn = result.messages[-1].tool_calls
+    ids = {c.id for c in turn}
+    waiting = [s for s in result.subruns if paused(s) and s.call_id in ids]
+    starts = _nesting.resumed(waiting, result.pending_paths, decisions)
+    totals = Totals(
+        usage=result.usage, model_calls=result.model_calls, tool_calls=result.tool_calls
+    )
+    for s in waiting:  # each reports all it spent when it ends: its share so far goes
+        totals.absorb(s, -1)
     run = Run(
         messages=list(result.messages),
         run_id=result.run_id,
         max_repeats=loop.max_repeats,
-        totals=Totals(
-            usage=result.usage, model_calls=result.model_calls, tool_calls=result.tool_calls
-        ),
+        totals=totals,
         steps=result.steps,
+        name=loop.name,
+        subruns=[s for s in result.subruns if s not in waiting],
     )
 
     def finish_turn() -> Machine[ReActResult]:
-        decided, _ = yield from _act(loop, run, pending, _decided(decisions))
-        done = {r.call_id: r for r in (*result.held_results, *decided)}
-        turn = result.messages[-1].tool_calls
+        decided, _, still = yield from _act(loop, run, own, _decided(decisions))
+        calls = [c for c in turn if c.id in starts]
+        outcomes = yield from run_tools(calls, loop.max_parallel_tools, LOOP, run.run_id, starts)
+        again, still_more = _nesting.collected(
+            run.subruns, run.totals, calls, outcomes, lambda c, o: _answer(loop, run, c, o)
+        )
+        still += still_more
+        handoff = _nesting.handoff_in(loop.tools, calls)
+        if handoff is not None and not still:  # a handoff's target ended: so does the run
+            held, _ = _nesting.handover_turn(loop.tools, run.messages, turn, handoff)
+            return _handed_over(run, held, outcomes[handoff.id])
+        done = {r.call_id: r for r in (*result.held_results, *decided, *again)}
+        if still:
+            held = [done[c.id] for c in turn if c.id in done]
+            return (yield from _pause(run, [], held, still, observed))
         results = [done[c.id] for c in turn]
         run.messages.append(Message("user", tuple(results)))
         stalled(run.turns, loop.max_repeats, turn, results)  # counts from here: a pause resets it
@@ -183,6 +223,10 @@ def _lifecycle(
             return exc.result  # type: ignore[no-any-return]
         came, run.turn = run.turn or {}, None  # a turn cut short: what came back is held
         run.totals.tool_calls += len(came)
+        for o in came.values():  # a sub-run that came back: what it spent is the run's
+            if o.run is not None:
+                run.totals.absorb(o.run)
+                run.subruns.append(o.run)
         held = [_tool_result(i, o.content, o.is_error) for i, o in came.items()]
         return _result(run, "error", f"{type(exc).__name__}: {exc}", held=held)
 
@@ -282,13 +326,21 @@ def steps(loop: Settings, run: Run, observed: bool) -> Machine[ReActResult]:
             and held is None
             and loop.approval is None
             and asked[0].name not in tools.asking
+            and asked[0].name not in tools.hosted
         ):
-            # The common turn: one call that no policy or tool rule vets, run without
-            # `_act`'s verdicts, slicing and decisions (the same calls, the same results).
+            # The common turn: one call that no policy or tool rule vets, and no sub-run,
+            # run without `_act`'s verdicts, slicing and decisions (the same calls, the
+            # same results).
             results = yield from _run_calls(loop, run, asked)
         else:
             calls, over = asked[:per_turn], asked[per_turn:]
-            results, pending = yield from _act(loop, run, calls)
+            handoff = _nesting.handoff_in(tools, calls) if tools.hosted else None
+            if handoff is not None:
+                ended = yield from _hand_over(loop, run, asked, handoff, observed)
+                if ended is not None:
+                    return ended
+                continue
+            results, pending, waiting = yield from _act(loop, run, calls)
             if over:
                 note = f"not run: at most {per_turn} calls per turn; ask for fewer"
                 results += [ToolResult(c.id, note, True) for c in over]
@@ -297,13 +349,16 @@ def steps(loop: Settings, run: Run, observed: bool) -> Machine[ReActResult]:
             if pending:
                 decisions = yield Decide(pending, LOOP, run_id)
                 if decisions is None:
-                    return (yield from _pause(run, pending, results, observed))
-                decided, _ = yield from _act(loop, run, pending, _decided(decisions))
+                    return (yield from _pause(run, pending, results, waiting, observed))
+                decided, _, still = yield from _act(loop, run, pending, _decided(decisions))
+                waiting += still
                 results += decided
-            if pending or held is not None:
+            if pending or held is not None or waiting:
                 done = {r.call_id: r for r in results}
                 asked = message.tool_calls
-                results = [done[c.id] for c in asked]
+                results = [done[c.id] for c in asked if c.id in done]
+            if waiting:  # a sub-run waits for a person: so does this run
+                return (yield from _pause(run, [], results, waiting, observed))
         messages.append(_user_turn(tuple(results)))
         if loop.max_repeats is not None and stalled(run.turns, loop.max_repeats, asked, results):
             return _result(run, "stalled", stall_detail(loop.max_repeats))
@@ -314,19 +369,27 @@ def _act(
     run: Run,
     calls: list[ToolCall],
     decide: Callable[[ToolCall], str] | None = None,
-) -> Machine[tuple[list[ToolResult], list[ToolCall]]]:
-    """Results for the calls decided now, and the calls that wait for a human."""
+) -> Machine[tuple[list[ToolResult], list[ToolCall], list[SubRun]]]:
+    """Results for the calls decided now, the calls that wait for a human, and the
+    sub-runs (of agent tools) that wait for one."""
     if decide is None and not _needs_policy(loop, calls):
-        return (yield from _run_calls(loop, run, calls)), []
+        if not loop.tools.hosted:
+            return (yield from _run_calls(loop, run, calls)), [], []
+        results, waiting = yield from _run_hosting(loop, run, calls)
+        return results, [], waiting
     verdicts = {c.id: (decide or _policy(loop))(c) for c in calls}
-    allowed = yield from _run_calls(loop, run, [c for c in calls if verdicts[c.id] == "allow"])
-    ran = {r.call_id: r for r in allowed}
+    allowed = [c for c in calls if verdicts[c.id] == "allow"]
+    if loop.tools.hosted:
+        ran, waiting = yield from _run_hosting(loop, run, allowed)
+    else:
+        ran, waiting = (yield from _run_calls(loop, run, allowed)), []
+    done = {r.call_id: r for r in ran}
     results = [
-        ran[c.id] if verdicts[c.id] == "allow" else ToolResult(c.id, _DENIED, True)
+        done[c.id] if verdicts[c.id] == "allow" else ToolResult(c.id, _DENIED, True)
         for c in calls
-        if verdicts[c.id] != "ask"
+        if verdicts[c.id] != "ask" and (verdicts[c.id] != "allow" or c.id in done)
     ]
-    return results, [c for c in calls if verdicts[c.id] == "ask"]
+    return results, [c for c in calls if verdicts[c.id] == "ask"], waiting
 
 
 def _run_calls(loop: Settings, run: Run, calls: list[ToolCall]) -> Machine[list[ToolResult]]:
@@ -338,12 +401,30 @@ def _run_calls(loop: Settings, run: Run, calls: list[ToolCall]) -> Machine[list[
         _, outcome = yield run.next_tool
         run.totals.tool_calls += 1
         return [_answer(loop, run, call, outcome)]
+    outcomes = yield from _turn(loop, run, calls)
+    return [_answer(loop, run, c, outcomes[c.id]) for c in calls]
+
+
+def _turn(loop: Settings, run: Run, calls: list[ToolCall]) -> Machine[dict[str, ToolOutcome]]:
+    """Run a turn's calls, counting them; their outcomes are held in `run.turn` as they
+    come back, so a run failing part-way (a failed sink) keeps them."""
     outcomes: dict[str, ToolOutcome] = {}
     run.turn = outcomes
-    yield from run_tools(calls, loop.max_parallel_tools, LOOP, run.run_id, outcomes)
+    yield from run_tools(calls, loop.max_parallel_tools, LOOP, run.run_id, outcomes=outcomes)
     run.turn = None
     run.totals.tool_calls += len(calls)
-    return [_answer(loop, run, c, outcomes[c.id]) for c in calls]
+    return outcomes
+
+
+def _run_hosting(
+    loop: Settings, run: Run, calls: list[ToolCall]
+) -> Machine[tuple[list[ToolResult], list[SubRun]]]:
+    """`_run_calls` for a loop with agent tools: each sub-run's spending rolls up into the
+    run's, and a paused one's call gets no result yet (it is returned, waiting)."""
+    outcomes = yield from _turn(loop, run, calls)
+    return _nesting.collected(
+        run.subruns, run.totals, calls, outcomes, lambda c, o: _answer(loop, run, c, o)
+    )
 
 
 def _needs_policy(loop: Settings, calls: list[ToolCall]) -> bool:
@@ -405,13 +486,60 @@ def _at_limit(loop: Settings, run: Run, request: ModelRequest) -> Machine[ReActR
 
 
 def _pause(
-    run: Run, pending: list[ToolCall], held: list[ToolResult], observed: bool
+    run: Run,
+    own: list[ToolCall],
+    held: list[ToolResult],
+    waiting: list[SubRun],
+    observed: bool,
 ) -> Machine[ReActResult]:
+    """Pause the turn: its own calls that ask, and those its paused sub-runs wait for."""
+    pending, paths = _nesting.pending_of(run.run_id, own, waiting)
     if observed:
         yield Emit(ApprovalRequested(loop=LOOP, run_id=run.run_id, calls=pending))
     names = ", ".join(c.name for c in pending)
     detail = f"{len(pending)} tool call(s) wait for approval: {names}"
-    return _result(run, "approval_required", detail, pending=pending, held=held)
+    if waiting:
+        detail += f" (in {', '.join(s.name for s in waiting)})"
+    return _result(run, "approval_required", detail, pending=pending, held=held, paths=paths)
+
+
+def _hand_over(
+    loop: Settings, run: Run, asked: list[ToolCall], call: ToolCall, observed: bool
+) -> Machine[ReActResult | None]:
+    """A turn with a handoff: the target continues the conversation as a sub-run, and its
+    answer ends this run (`None`: it could not start, the model is told why and goes on)."""
+    results, task = _nesting.handover_turn(loop.tools, run.messages, asked, call)
+    starts = {call.id: SubStart(task=task)}
+    outcomes = yield from run_tools([call], 1, LOOP, run.run_id, starts)
+    run.totals.tool_calls += 1
+    outcome = outcomes[call.id]
+    if outcome.run is None:  # refused before it started (too deep, say)
+        failed = ToolResult(call.id, outcome.content, True)
+        run.messages.append(
+            Message("user", tuple(failed if r.call_id == call.id else r for r in results))
+        )
+        return None
+    run.totals.absorb(outcome.run)
+    run.subruns.append(outcome.run)
+    if paused(outcome.run):
+        held = [r for r in results if r.call_id != call.id]
+        return (yield from _pause(run, [], held, [outcome.run], observed))
+    return _handed_over(run, results, outcome)
+
+
+def _handed_over(run: Run, results: list[ToolResult], outcome: ToolOutcome) -> ReActResult:
+    """The run's end, as its handoff's target ended: its answer (as this run's last turn),
+    its stop reason, and who answered."""
+    sub = outcome.run
+    assert sub is not None
+    run.messages.append(Message("user", tuple(results)))
+    answered = sub.stop_reason == "answered"
+    if answered and outcome.content.strip():
+        run.messages.append(Message.assistant(outcome.content))
+    run.name = sub.answered_by or ("" if sub.stop_reason == "handoff_cycle" else sub.name)
+    detail = sub.detail or f"answered by {run.name}"
+    stop: Any = sub.stop_reason
+    return _result(run, stop, detail)
 
 
 def _result(
@@ -420,6 +548,7 @@ def _result(
     detail: str,
     pending: list[ToolCall] | None = None,
     held: list[ToolResult] | None = None,
+    paths: dict[str, tuple[str, ...]] | None = None,
     *,
     answer: str | None = None,
     output: Any = None,
@@ -449,6 +578,9 @@ def _result(
         cost=None,
         cost_by_role={},
         output=output,
+        pending_paths=paths or {},
+        subruns=run.subruns,
+        answered_by=run.name,
     )
     return result
 

@@ -41,10 +41,14 @@ def claim(run_id: str, turn: int, calls: list[ToolCall]) -> None:
 
 
 def check_resumable(result: ReActResult, decisions: dict[str, bool]) -> list[ToolCall]:
-    """The pending calls of a pause that may resume now; marks the pause as resumed."""
+    """The run's own pending calls of a pause that may resume now (those of its paused
+    sub-runs resume with them); marks the pause as resumed."""
     if result.stop_reason != "approval_required":
         raise ConfigurationError(f"only a paused run can resume, not {result.stop_reason!r}")
-    pending = {c.id: c for c in result.pending_approvals}
+    keys = list(result.pending_paths) or [c.id for c in result.pending_approvals]
+    if len(keys) != len(result.pending_approvals):
+        raise ConfigurationError("the pending calls do not match their paths")
+    pending = dict(zip(keys, result.pending_approvals, strict=True))
     unknown = sorted(set(decisions) - set(pending))
     if unknown:
         raise ConfigurationError(f"no pending call with id {unknown}; pending: {sorted(pending)}")
@@ -54,11 +58,14 @@ def check_resumable(result: ReActResult, decisions: dict[str, bool]) -> list[Too
     not_bool = sorted(k for k, v in decisions.items() if not isinstance(v, bool))
     if not_bool:  # a truthy "no" must never approve a call
         raise ConfigurationError(f"decisions must be True or False; not for {not_bool}")
+    own_path = (result.run_id,)
+    own = {k: c for k, c in pending.items() if result.pending_paths.get(k, own_path) == own_path}
     turn = result.messages[-1]
     shown = {c.id: c for c in turn.tool_calls}
-    if any(shown.get(i) != c for i, c in pending.items()):
+    if any(shown.get(i) != c for i, c in own.items()):
         raise ConfigurationError("pending calls do not match the transcript's last turn")
-    if set(shown) != set(pending) | {r.call_id for r in result.held_results}:
+    waiting = {s.call_id for s in result.subruns if s.stop_reason == "approval_required"}
+    if set(shown) != set(own) | {r.call_id for r in result.held_results} | waiting:
         raise ConfigurationError("the paused turn has calls that are neither held nor pending")
     claim(result.run_id, len(result.messages), list(pending.values()))
-    return list(pending.values())
+    return list(own.values())

@@ -16,7 +16,18 @@ from pydantic_core import to_jsonable_python
 
 from agentloops.errors import raise_for_stop
 from agentloops.events import Record
-from agentloops.messages import Message, ToolCall, ToolResult, message_from_dict, message_to_dict
+from agentloops.messages import (
+    Message,
+    SubRun,
+    ToolCall,
+    ToolResult,
+    block_from_dict,
+    block_to_dict,
+    message_from_dict,
+    message_to_dict,
+    subrun_from_dict,
+    subrun_to_dict,
+)
 from agentloops.usage import Usage
 
 ReActStopReason = Literal[
@@ -32,6 +43,7 @@ ReActStopReason = Literal[
     "empty",
     "max_tool_calls",
     "invalid_output",
+    "handoff_cycle",
     "error",
     "running",
 ]
@@ -55,9 +67,20 @@ class ReActResult(Record):
     detail: str = ""
     """Why the run stopped, quoting the limit and the observed value."""
     pending_approvals: list[ToolCall] = field(default_factory=list)
-    """Calls waiting for a human decision (`stop_reason="approval_required"`)."""
+    """Calls waiting for a human decision (`stop_reason="approval_required"`): this run's
+    own, and those of its paused sub-runs (agent tools, handoffs)."""
     held_results: list[ToolResult] = field(default_factory=list)
     """Results of the paused turn's other calls, already run or denied."""
+    pending_paths: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """For each pending call, by the key a decision names it with (its id; `RUN_ID:CALL_ID`
+    for an id two runs below share): the run ids from this run down to the run that asks
+    (`(run_id,)` for this run's own calls)."""
+    subruns: list[SubRun] = field(default_factory=list)
+    """The runs its agent tools and handoffs made, in the order they ended (a paused one
+    with stop reason "approval_required"); their usage and calls are in this run's."""
+    answered_by: str = ""
+    """The name of the loop that answered: a handoff's target (the last of a chain), or
+    this loop's own `name`."""
     cost: Decimal | None = None
     """What the run's model calls cost, when the loop knows its models' prices (`price=`,
     a priced client, or the packaged table); `None` otherwise."""
@@ -86,9 +109,23 @@ class ReActResult(Record):
             "detail": self.detail,
             "pending_approvals": [c.id for c in self.pending_approvals],
             "held_results": [dataclasses.asdict(r) for r in self.held_results],
+            **self._tree_state(),
         }
         if self.output is not None:
             state["output"] = to_jsonable_python(self.output)
+        return state
+
+    def _tree_state(self) -> dict[str, Any]:
+        """What a paused run keeps of where its pending calls are, and what a run with
+        sub-runs keeps of them (nothing more for a plain run)."""
+        state: dict[str, Any] = {}
+        if self.pending_paths:
+            state["pending_paths"] = {k: list(v) for k, v in self.pending_paths.items()}
+        if self.subruns:
+            state["pending_calls"] = [block_to_dict(c) for c in self.pending_approvals]
+            state["subruns"] = [subrun_to_dict(s) for s in self.subruns]
+        if self.answered_by:
+            state["answered_by"] = self.answered_by
         return state
 
     @classmethod
@@ -101,10 +138,17 @@ class ReActResult(Record):
                 (pydantic's `ValidationError` is a `ValueError`).
         """
         messages = [message_from_dict(m) for m in state["messages"]]
-        pending_ids = set(state["pending_approvals"])
-        pending = [c for c in messages[-1].tool_calls if c.id in pending_ids] if messages else []
-        if len(pending) != len(pending_ids):
-            raise ValueError("pending approvals that are not calls of the last turn")
+        paths = {k: tuple(v) for k, v in state.get("pending_paths", {}).items()}
+        if "pending_calls" in state:  # a run with sub-runs: their calls wait too
+            pending: list[ToolCall] = [block_from_dict(c) for c in state["pending_calls"]]  # type: ignore[misc]
+            if any(type(c) is not ToolCall for c in pending):
+                raise ValueError("pending approvals that are not tool calls")
+        else:
+            pending_ids = set(state["pending_approvals"])
+            last = messages[-1].tool_calls if messages else []
+            pending = [c for c in last if c.id in pending_ids]
+            if len(pending) != len(pending_ids):
+                raise ValueError("pending approvals that are not calls of the last turn")
         return cls(
             answer=state["answer"],
             stop_reason=state["stop_reason"],
@@ -118,6 +162,9 @@ class ReActResult(Record):
             pending_approvals=pending,
             held_results=[ToolResult(**r) for r in state["held_results"]],
             output=_output(state.get("output"), output_type),
+            pending_paths=paths,
+            subruns=[subrun_from_dict(s) for s in state.get("subruns", ())],
+            answered_by=state.get("answered_by", ""),
         )
 
 

@@ -12,6 +12,7 @@ structured output and the vocabulary below them, and no other loop.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Iterator, Mapping
 from concurrent.futures import Executor
@@ -28,6 +29,8 @@ from agentloops.engine.host import ToolHost
 from agentloops.engine.meter import meter_for
 from agentloops.engine.runner import Opening, Runner, new_run_id
 from agentloops.engine.runs import Clock
+from agentloops.engine.subruns import AgentTool, agent_tool
+from agentloops.engine.tree import DEFAULT_MAX_DEPTH, Limits
 from agentloops.errors import ConfigurationError, PlanValidationError, check_limits
 from agentloops.events import Event, EventSink
 from agentloops.journal import RunStore
@@ -126,6 +129,9 @@ class ReWOOPipeline:
             (possibly changed; `None` keeps it) or raises `ModelRetry("why")`.
         max_output_retries: solver answers that may be rejected before the run stops with
             `"invalid_output"`.
+        max_depth: how deep sub-runs (agent tools' calls) may nest below a run of this
+            pipeline. An agent tool whose loop may pause for approval is refused in plans,
+            as approval tools are: the worker cannot wait for a person.
 
     Examples:
         >>> from agentloops.testing import ScriptedModel, respond_structured
@@ -169,8 +175,10 @@ class ReWOOPipeline:
         output_type: Any = None,
         output_validator: OutputValidator | None = None,
         max_output_retries: int = 2,
+        max_depth: int = DEFAULT_MAX_DEPTH,
     ):
         check_limits(
+            max_depth=(max_depth, 0),
             max_workers=(max_workers, 1),
             max_plan_steps=(max_plan_steps, 1),
             max_replans=(max_replans, 0),
@@ -217,6 +225,7 @@ class ReWOOPipeline:
             milestones=True,  # its plan and steps, journaled for replay_events
         )
         self.max_cost, self.price, self.deadline = max_cost, price, deadline
+        self.max_depth = max_depth
 
     # -- the three stages, public so each can be used (and tested) alone ------------
 
@@ -411,10 +420,54 @@ class ReWOOPipeline:
         }
 
     def _rebuilt(self, meta: dict[str, Any], run_id: str, observed: bool) -> Machine[ReWOOResult]:
-        return self.machine(meta["task"], run_id=run_id, observed=observed)
+        parent = meta.get("parent_run_id")
+        return _machine.machine(
+            self, meta["task"], run_id=run_id, observed=observed, parent_run_id=parent
+        )
 
     def _host(self) -> ToolHost:
-        return ToolHost(self.tools, self.executor)
+        host = ToolHost(self.tools, self.executor)
+        if self.tools.hosted:  # agent tools: each run tops a tree of runs
+            return dataclasses.replace(host, limits=self._limits())
+        return host
+
+    # -- as a sub-run (an agent tool's) ------------------------------------------------
+
+    def as_tool(
+        self, name: str, description: str, *, input_type: type[Any] | None = None
+    ) -> AgentTool:
+        """This pipeline as a tool of another loop: each call is a sub-run (plan, work,
+        solve) driven by the calling run's driver, whose answer is the call's result; see
+        `ReActLoop.as_tool` and docs/multi-agent.md."""
+        return agent_tool(self, name, description, input_type=input_type)
+
+    def _limits(self) -> Limits:
+        spec = self._runner.meter
+        return Limits(
+            max_cost=getattr(spec, "max_cost", None),
+            max_depth=self.max_depth,
+            deadline=self.deadline,
+            pricer=getattr(spec, "pricer", None),
+            owner=id(self),
+        )
+
+    def _sub_machine(
+        self, task: str, *, run_id: str, parent_run_id: str, observed: bool
+    ) -> Machine[ReWOOResult]:
+        return _machine.machine(
+            self, task, run_id=run_id, observed=observed, parent_run_id=parent_run_id
+        )
+
+    def _sub_resume(
+        self, state: dict[str, Any], decisions: dict[str, bool], *, observed: bool
+    ) -> Machine[ReWOOResult]:
+        raise ConfigurationError("a ReWOO run never pauses for approval: nothing to resume")
+
+    def _paused_state(self, result: ReWOOResult) -> None:
+        return None
+
+    def _may_pause(self, seen: set[int]) -> bool:
+        return False  # plans may not use tools that ask a person (rewoo._plan)
 
     # -- the machine -------------------------------------------------------------------
 

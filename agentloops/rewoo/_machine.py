@@ -18,7 +18,7 @@ from agentloops.engine.effects import Emit, Machine
 from agentloops.engine.runs import Clock, Totals, lifecycle
 from agentloops.errors import AgentLoopsError, PlanValidationError, ToolStepFailed
 from agentloops.events import PlanMade, Replanned
-from agentloops.messages import ToolOutcome
+from agentloops.messages import SubRun, ToolOutcome
 from agentloops.model import ModelClient, ModelResponse
 from agentloops.output import OutputSpec, OutputValidator
 from agentloops.rewoo._plan import rewoo_problems
@@ -64,6 +64,7 @@ class Run:
     plan: ReWOOPlan | None = None
     evidence: dict[str, ToolOutcome] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
+    subruns: list[SubRun] = field(default_factory=list)
 
 
 def machine(
@@ -73,6 +74,7 @@ def machine(
     run_id: str,
     observed: bool,
     clock: Clock = time.perf_counter,
+    parent_run_id: str | None = None,
 ) -> Machine[ReWOOResult]:
     """A run as a step machine (see `ReWOOPipeline.machine`); its id comes from outside."""
     run = Run(run_id=run_id)
@@ -80,7 +82,10 @@ def machine(
     def partial(exc: AgentLoopsError) -> ReWOOResult:
         # ToolStepFailed is raised with its result already built.
         stop: ReWOOStopReason = "invalid_plan" if isinstance(exc, PlanValidationError) else "error"
-        return exc.result or _result(run, "", stop, str(exc))
+        if exc.result is not None:
+            return exc.result  # type: ignore[no-any-return]
+        _count_subruns(run)  # a run stopped mid-plan (a failed sink): what came back counts
+        return _result(run, "", stop, str(exc))
 
     return lifecycle(
         _loop(p, run, task, observed),
@@ -89,6 +94,7 @@ def machine(
         observed=observed,
         clock=clock,
         partial=partial,
+        parent_run_id=parent_run_id,
     )
 
 
@@ -178,7 +184,19 @@ def work(p: Settings, run: Run, plan: ReWOOPlan, observed: bool) -> Machine[Work
         progress=run.evidence,
     )
     run.evidence, run.skipped = done.evidence, done.skipped
+    _count_subruns(run)
     return done
+
+
+def _count_subruns(run: Run) -> None:
+    """Agent tools' sub-runs in the evidence: what each spent counts, once, and the run
+    lists it."""
+    known = {id(s) for s in run.subruns}
+    for outcome in run.evidence.values():
+        sub = outcome.run
+        if sub is not None and id(sub) not in known:
+            run.totals.absorb(sub)
+            run.subruns.append(sub)
 
 
 def aborted(run: Run, step_id: str) -> ToolStepFailed:
@@ -270,4 +288,5 @@ def _result(
         skipped=run.skipped,
         detail=detail,
         output=output,
+        subruns=run.subruns,
     )

@@ -13,10 +13,19 @@ import pydantic
 
 from agentloops._problems import Problems, listed
 from agentloops._text import cut, quoted
+from agentloops.engine.subruns import AgentTool
 from agentloops.rewoo._placeholders import STEP_ID, masked_errors, references
 from agentloops.rewoo._scheduler import cycles
 from agentloops.rewoo.schema import ReWOOPlan, ReWOOPlanStep
-from agentloops.tools import ToolRegistry
+from agentloops.tools import Tool, ToolRegistry
+
+
+def asks_a_person(tool: Tool) -> bool:
+    """Whether a call of `tool` may wait for a person (it needs approval, or it is an agent
+    tool whose loop may pause): the ReWOO worker cannot wait, so its plans may not use it."""
+    if tool.requires_approval is not False:
+        return True
+    return isinstance(tool, AgentTool) and tool.may_pause()
 
 
 def rewoo_problems(plan: ReWOOPlan, registry: ToolRegistry, max_steps: int) -> list[str]:
@@ -35,7 +44,7 @@ def rewoo_problems(plan: ReWOOPlan, registry: ToolRegistry, max_steps: int) -> l
             problems.add(
                 f"step_id {quoted(step_id, 40)} is used by {len(at)} steps (positions {listed(at)})"
             )
-    usable = ", ".join(t.name for t in registry if not t.requires_approval) or "(none)"
+    usable = ", ".join(t.name for t in registry if not asks_a_person(t)) or "(none)"
     for position, step in enumerate(steps, 1):
         problems.extend(_step_problems(position, step, positions, registry, usable))
     graph: dict[str, list[str]] = {}
@@ -64,9 +73,10 @@ def _step_problems(
     tool = registry.get(step.tool_name)
     if tool is None:
         problems.append(f"{label}: unknown tool {quoted(step.tool_name, 60)}; available: {usable}")
-    elif tool.requires_approval:
+    elif asks_a_person(tool):
+        what = "may pause for" if tool.hosted else "requires"
         problems.append(
-            f"{label}: tool {tool.name!r} requires human approval, which the ReWOO worker "
+            f"{label}: tool {tool.name!r} {what} human approval, which the ReWOO worker "
             "cannot ask for; run it with ReActLoop or PlanAndExecute instead"
         )
     else:

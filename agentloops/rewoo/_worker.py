@@ -17,6 +17,7 @@ import pydantic
 
 from agentloops._text import cut
 from agentloops.engine.effects import Emit, Machine, StartTool
+from agentloops.engine.subruns import paused
 from agentloops.events import StepFinished, StepStarted
 from agentloops.messages import ToolCall, ToolOutcome
 from agentloops.rewoo._placeholders import looks_like_json, substitute
@@ -127,7 +128,8 @@ def _substituted(registry: ToolRegistry, step: ReWOOPlanStep, outputs: dict[str,
 
 
 def _is_error(outcome: ToolOutcome) -> bool:
-    return outcome.is_error
+    # A sub-run that paused for a person gave no evidence: the worker cannot wait for one.
+    return outcome.is_error or paused(outcome.run)
 
 
 def _skip_text(dep: str, root: str) -> str:

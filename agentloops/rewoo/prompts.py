@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from agentloops._text import cut
 from agentloops.messages import ToolOutcome
+from agentloops.rewoo._plan import asks_a_person
 from agentloops.tools import ToolRegistry
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ MAX_PREVIOUS_PLAN = 8000
 def planner_system(base: str, registry: ToolRegistry, max_steps: int) -> str:
     """The planner's system prompt: the rules, then every tool it may use with its schema."""
     lines = [base.rstrip(), "", f"Plan at most {max_steps} steps.", "", "Tools:"]
-    usable = [t for t in registry if not t.requires_approval]
+    usable = [t for t in registry if not asks_a_person(t)]
     for t in usable:
         schema = json.dumps(t.input_schema, separators=(",", ":"), sort_keys=True)
         lines.append(f"- {t.name}: {t.description}\n  tool_args JSON Schema: {schema}")

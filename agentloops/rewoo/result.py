@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from agentloops.errors import raise_for_stop
 from agentloops.events import Record
-from agentloops.messages import ToolOutcome
+from agentloops.messages import SubRun, ToolOutcome
 from agentloops.rewoo.schema import ReWOOPlan
 from agentloops.usage import Usage
 
@@ -57,6 +57,9 @@ class ReWOOResult(Record):
     output: Any = None
     """With `output_type`: the solver's validated answer (`None` when the run stopped
     short); `answer` is then its JSON."""
+    subruns: list[SubRun] = field(default_factory=list)
+    """The runs its agent tools' steps made (their usage and model calls are in this
+    run's), in plan order."""
 
     @property
     def failed_steps(self) -> list[str]:

@@ -144,6 +144,10 @@ class Tool(Generic[P, R]):
         TypeError: an option that is not one of the `ToolOptions`.
     """
 
+    hosted = False
+    """True for a tool whose calls a loop's driver runs as sub-runs of another loop (an
+    agent tool, `loop.as_tool(...)`, or a handoff) instead of calling its function."""
+
     def __init__(
         self,
         fn: Callable[P, R],
@@ -411,6 +415,7 @@ class ToolRegistry:
         self._revision = 0
         self._specs: list[ToolSpec] | None = None
         self._asking: frozenset[str] | None = None
+        self._hosted: frozenset[str] | None = None
         for t in tools:
             if isinstance(t, Toolset) and not isinstance(t, Tool):
                 self.add_toolset(t)
@@ -462,6 +467,7 @@ class ToolRegistry:
         self._revision += 1
         self._specs = None
         self._asking = None
+        self._hosted = None
 
     def _current(self) -> None:
         """Re-read the toolsets if any changed since the last look."""
@@ -490,6 +496,16 @@ class ToolRegistry:
                 t.name for t in self._tools.values() if t.requires_approval is not False
             )
         return self._asking
+
+    @property
+    def hosted(self) -> frozenset[str]:
+        """The names of the tools whose calls are sub-runs (`Tool.hosted`: agent tools and
+        handoffs), which a loop's driver runs itself."""
+        if self._toolsets:
+            self._current()
+        if self._hosted is None:
+            self._hosted = frozenset(t.name for t in self._tools.values() if t.hosted)
+        return self._hosted
 
     def specs(self) -> list[ToolSpec]:
         """What the model is told about every tool, in registration order."""

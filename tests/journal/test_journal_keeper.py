@@ -189,3 +189,36 @@ def test_renewals_run_on_their_own_thread() -> None:
     with LeaseKeeper(Recording(), lease, interval=0.05):  # type: ignore[arg-type]
         wait_for(lambda: bool(seen))
     assert seen == {"lease-keeper r1"}
+
+
+def test_an_attached_keeper_is_renewed_by_its_parents_thread_until_detached() -> None:
+    store = MemoryStore()
+    top = store.start("top", kind="react", ttl=0.3)
+    below = store.start("top:c1", kind="react", ttl=0.3, holder=top.holder)
+    sub = LeaseKeeper(store, below, interval=0.05)
+    with LeaseKeeper(store, top, interval=0.05) as keeper:
+        keeper.attach(sub)
+        time.sleep(0.7)
+        sub.check()  # renewed all along, by the parent's thread: no thread of its own
+        store.append(below, "model")
+        assert sub.lease.expires_at > below.expires_at and sub._thread is None
+        keeper.detach(sub)
+        keeper.detach(sub)  # a second time: nothing to do
+        renewed = sub.lease.expires_at
+        time.sleep(0.2)
+        assert sub.lease.expires_at == renewed
+    assert keeper.lost is None and sub.lost is None
+
+
+def test_an_attached_keeper_that_loses_its_lease_stops_being_renewed() -> None:
+    store = MemoryStore()
+    top = store.start("top", kind="react", ttl=5)
+    below = store.start("top:c1", kind="react", ttl=5)
+    sub = LeaseKeeper(store, below, interval=1)
+    with LeaseKeeper(store, top, interval=0.05) as keeper:
+        keeper.attach(sub)
+        store.delete("top:c1", force=True)
+        wait_for(lambda: sub.lost is not None)
+        with pytest.raises(LeaseLost):
+            sub.check()
+        keeper.check()  # its own lease is kept

@@ -1,8 +1,9 @@
 """The asyncio driver: performs a step machine's effects on the event loop.
 
 Model calls await the client's `acomplete` (or `astream` when someone streams); a
-client with only `complete` runs in a worker thread. Tool calls await the registry's
-`acall`: an `async def` tool runs on the loop, a sync one in a thread. Cancelling the
+client with only `complete` runs on agentloops' bounded pool (`agentloops._pool`), with a
+deadline. Tool calls await the registry's `acall`: an `async def` tool runs on the loop,
+a sync one on the pool. Cancelling the
 task that drives a run cancels the model call and the tool calls in flight, closes the
 machine, and lets `CancelledError` propagate; a `CancelledError` that is not the run's (a
 tool awaited something someone else cancelled) is that call's failure.
@@ -20,6 +21,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, Generic
 
+from agentloops import _pool
 from agentloops.engine import _events
 from agentloops.engine._partial import PartialOutput
 from agentloops.engine.effects import (
@@ -38,6 +40,7 @@ from agentloops.errors import ModelError
 from agentloops.events import Event, EventSink
 from agentloops.messages import ToolOutcome
 from agentloops.model import ModelResponse
+from agentloops.threads import settings
 from agentloops.tools._runtime import own_cancel
 
 
@@ -164,12 +167,26 @@ async def _call_model(
         acomplete: Callable[..., Any] | None = getattr(client, "acomplete", None)
         if acomplete is not None:
             response = await acomplete(request)
-        else:  # a sync-only client must not block the loop
-            response = await asyncio.to_thread(client.complete, request)
+        else:  # a sync-only client must not block the loop: on the pool, with a deadline
+            response = await _sync_complete(client, request)
     assert response is not None
     if observed:
         yield _events.model_finished(effect, response, time.perf_counter() - start)
     yield response
+
+
+async def _sync_complete(client: Any, request: Any) -> ModelResponse:
+    """A sync-only client's `complete` on agentloops' pool, waited for at most the
+    `model_timeout` of `agentloops.configure_threads` (the thread is then abandoned)."""
+    timeout = settings().model_timeout
+    try:
+        response: ModelResponse = await _pool.call(client.complete, request, timeout=timeout)
+    except _pool.Late:
+        raise ModelError(
+            f"{type(client).__name__}.complete did not answer within {timeout} s (the "
+            "model_timeout of agentloops.configure_threads); the call was abandoned"
+        ) from None
+    return response
 
 
 class _Tools:

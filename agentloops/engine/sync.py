@@ -19,7 +19,8 @@ from collections.abc import Callable, Generator
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any
 
-from agentloops.engine import _events, _threads
+from agentloops import _pool
+from agentloops.engine import _events
 from agentloops.engine._partial import PartialOutput
 from agentloops.engine.effects import (
     CallModel,
@@ -233,7 +234,7 @@ class _Tools:
         for i, effect in enumerate(queued):
             self.running += 1
             if executor is None:
-                _threads.submit(_task(self, effect))
+                _pool.start(_task(self, effect))
             else:
                 self._submit_to(executor, callers[i], effect)
 

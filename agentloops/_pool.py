@@ -96,17 +96,26 @@ class Pool:
             self._spawn()
 
     def _wake_or_spawn(self) -> bool:
-        """Hold the lock. Wake an idle worker, or say whether a new one may start."""
+        """Hold the lock. Wake an idle worker, or say whether a new one may start; neither
+        when `limit()` workers are busy already (a busy one takes the job when it is done)."""
+        limit = None if self._limit is None else self._limit()
+        if limit is not None and self._alive - self._stuck - self._idle >= limit:
+            return False
         if self._idle:
             self._idle -= 1
             self._cond.notify()
             return False
-        limit = None if self._limit is None else self._limit()
-        working = self._alive - self._stuck
-        if limit is not None and (working >= limit or self._alive >= 2 * limit):
+        if limit is not None and self._alive >= 2 * limit:
             return False
         self._alive += 1
         return True
+
+    def _surplus(self) -> bool:
+        """Hold the lock. Whether a worker that just finished a job is one too many (the
+        limit was lowered): it leaves, and the others go on with the queue."""
+        if self._limit is None:
+            return False
+        return self._alive - self._stuck - self._idle > self._limit()
 
     def _spawn(self) -> None:
         try:
@@ -157,9 +166,14 @@ class Pool:
                 job.notify = None  # done: a late `abandon` changes nothing
                 if job.abandoned:
                     self._stuck -= 1
+                leave = self._surplus()
+                if leave:
+                    self._alive -= 1
             if notify is not None:
                 notify(job)
             del job, notify
+            if leave:
+                return
 
 
 def _limit() -> int:

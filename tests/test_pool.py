@@ -57,6 +57,22 @@ async def test_at_most_the_limit_work_at_once_and_every_call_finishes() -> None:
     assert inside.most == 3
 
 
+async def test_a_lowered_limit_holds_for_the_next_calls_though_idle_workers_remain() -> None:
+    limit = [4]
+    pool = _pool.Pool(lambda: limit[0])
+    first = Inside()
+    first.go.set()
+    await asyncio.gather(*(_pool.run(_pool.Job(first, (i,)), pool=pool) for i in range(4)))
+    limit[0] = 1  # four workers idle now, one allowed to work
+    inside = Inside()
+    calls = [asyncio.ensure_future(_pool.run(_pool.Job(inside, (i,)), pool=pool)) for i in range(5)]
+    await asyncio.sleep(0.05)
+    assert inside.now == 1
+    inside.go.set()
+    assert await asyncio.gather(*calls) == list(range(5))
+    assert inside.most == 1
+
+
 async def test_a_call_that_times_out_is_abandoned_and_frees_its_place() -> None:
     pool = _pool.Pool(lambda: 1)
     hung = Inside()

@@ -177,14 +177,19 @@ async def _call_model(
 
 async def _sync_complete(client: Any, request: Any) -> ModelResponse:
     """A sync-only client's `complete` on agentloops' pool, waited for at most the
-    `model_timeout` of `agentloops.configure_threads` (the thread is then abandoned)."""
+    `model_timeout` of `agentloops.configure_threads`, or the request's own `timeout` (what
+    is left of the run's deadline) when that is sooner; the thread is then abandoned."""
     timeout = settings().model_timeout
+    why = "the model_timeout of agentloops.configure_threads"
+    if request.timeout is not None and request.timeout < timeout:
+        timeout, why = request.timeout, "the request's timeout: what was left of the deadline"
     try:
         response: ModelResponse = await _pool.call(client.complete, request, timeout=timeout)
     except _pool.Late:
         raise ModelError(
-            f"{type(client).__name__}.complete did not answer within {timeout} s (the "
-            "model_timeout of agentloops.configure_threads); the call was abandoned"
+            f"{type(client).__name__}.complete did not answer within {timeout:g} s ({why}); "
+            "the call was abandoned",
+            kind="timeout",
         ) from None
     return response
 

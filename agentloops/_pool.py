@@ -1,13 +1,15 @@
-"""agentloops' own threads: a bounded pool for blocking work under asyncio, and daemon
+"""agentloops' own threads: bounded pools for blocking work under asyncio, and daemon
 threads on demand for the sync driver's parallel tool calls.
 
-Under `arun`, a sync-only model client, a plain `def` tool and a store's blocking calls run
-on the shared pool, never on the event loop's default executor: a run needs no executor to
-start, the thread count stays bounded whatever the number of runs (`agentloops.threads`),
-and, every thread being a daemon that nothing joins, a call that hangs never keeps the
-process from exiting. A call whose caller stopped waiting (a timeout, a cancellation) is
-*abandoned*: dropped if it has not started, left to finish on its own if it has, and its
-thread no longer counts against the bound (at most as many abandoned threads again).
+Under `arun`, a sync-only model client, a plain `def` tool and a sync output validator run
+on the shared pool, and a store's blocking calls on agentloops' own (`own`: user code that
+hangs never keeps a run from opening or writing its journal); never on the event loop's
+default executor: a run needs no executor to start, the thread count stays bounded
+whatever the number of runs (`agentloops.threads`), and, every thread being a daemon that
+nothing joins, a call that hangs never keeps the process from exiting. A call whose caller
+stopped waiting (a timeout, a cancellation) is *abandoned*: dropped if it has not started,
+left to finish on its own if it has, and its thread no longer counts against the bound (at
+most as many abandoned threads again).
 
 Rule: threads only; of agentloops it knows only its settings (`agentloops.threads`).
 """
@@ -15,6 +17,7 @@ Rule: threads only; of agentloops it knows only its settings (`agentloops.thread
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
 import threading
 import weakref
@@ -181,7 +184,14 @@ def _limit() -> int:
 
 
 shared = Pool(_limit)
-"""The bounded pool: blocking work under asyncio."""
+"""The bounded pool for the user's blocking code under asyncio: sync-only model clients,
+sync tools, sync output validators."""
+
+own = Pool(_limit)
+"""The bounded pool for agentloops' own blocking calls under asyncio: a store's I/O
+(opening a durable run, its journal writes, giving its lease back) and a shared rate
+budget. Apart from `shared`, so that user code that hangs (and fills that pool's bound)
+never keeps a run from opening, writing its journal or letting go of its lease."""
 
 spawned = Pool(None)
 """Threads on demand, reused when idle: the sync driver's parallel tool calls (a call never
@@ -190,6 +200,7 @@ waits behind another; a daemon, so an interrupted run's calls do not keep the pr
 
 def _forget_workers() -> None:
     shared._reset()
+    own._reset()
     spawned._reset()
     _inboxes.clear()
 
@@ -258,9 +269,36 @@ async def run(job: Job, timeout: float | None = None, pool: Pool = shared) -> An
         raise
 
 
-async def call(fn: Callable[..., Any], *args: Any, timeout: float | None = None) -> Any:
-    """`fn(*args)` on the shared pool, awaited (see `run`)."""
-    return await run(Job(fn, args), timeout)
+async def call(
+    fn: Callable[..., Any], *args: Any, timeout: float | None = None, pool: Pool = shared
+) -> Any:
+    """`fn(*args)` on `pool` in a copy of the caller's context (as `asyncio.to_thread`),
+    awaited (see `run`)."""
+    return await run(Job(contextvars.copy_context().run, (fn, *args)), timeout, pool)
+
+
+async def through(
+    fn: Callable[..., Any],
+    *args: Any,
+    pool: Pool = own,
+    undo: Callable[[Any], object] | None = None,
+) -> Any:
+    """`fn(*args)` on `pool`, awaited to its end even when the caller is cancelled
+    meanwhile: for a call that must not be dropped or left behind (taking or giving back a
+    lease). Cancelled, it waits for `fn`, then (when `fn` returned) for `undo(its result)`
+    on the pool the same way, and lets the cancellation go on."""
+    import asyncio
+
+    task = asyncio.ensure_future(call(fn, *args, pool=pool))
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        while not task.done():  # a second cancellation must not leave it either
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(task)
+        if not task.cancelled() and task.exception() is None and undo is not None:
+            await through(undo, task.result(), pool=pool)
+        raise
 
 
 def start(fn: Callable[[], Any]) -> None:

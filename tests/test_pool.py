@@ -176,3 +176,33 @@ def test_the_workers_are_daemons_a_hung_call_does_not_keep_the_process() -> None
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "gave up"
+
+
+async def test_a_call_runs_in_a_copy_of_the_callers_context() -> None:
+    import contextvars
+
+    who: contextvars.ContextVar[str] = contextvars.ContextVar("who", default="nobody")
+    who.set("the caller")
+    assert await _pool.call(who.get, timeout=5) == "the caller"
+
+
+async def test_through_finishes_the_call_and_its_undo_though_cancelled_twice() -> None:
+    gate, undone = threading.Event(), []
+
+    def take() -> str:
+        assert gate.wait(10)
+        return "lease"
+
+    task = asyncio.ensure_future(_pool.through(take, undo=undone.append))
+    await asyncio.sleep(0.02)
+    task.cancel()
+    await asyncio.sleep(0.02)
+    task.cancel()  # a second cancellation, while the call still runs
+    await asyncio.sleep(0.02)
+    assert not task.done()  # it waits for the call: the lease must not be left behind
+    gate.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert undone == ["lease"]
+    assert await _pool.through(lambda: "kept", undo=undone.append) == "kept"
+    assert undone == ["lease"]  # not cancelled: nothing undone

@@ -3,10 +3,11 @@
 Model calls await the client's `acomplete` (or `astream` when someone streams); a
 client with only `complete` runs on agentloops' bounded pool (`agentloops._pool`), with a
 deadline. Tool calls await the registry's `acall`: an `async def` tool runs on the loop,
-a sync one on the pool. Cancelling the
-task that drives a run cancels the model call and the tool calls in flight, closes the
-machine, and lets `CancelledError` propagate; a `CancelledError` that is not the run's (a
-tool awaited something someone else cancelled) is that call's failure.
+a sync one on the pool; journal writes run on agentloops' own pool for store I/O. Nothing
+here asks the event loop's default executor for a thread. Cancelling the task that drives
+a run cancels the model call and the tool calls in flight, closes the machine, and lets
+`CancelledError` propagate; a `CancelledError` that is not the run's (a tool awaited
+something someone else cancelled) is that call's failure.
 
 Rule: a driver performs effects and decides nothing; it knows no loop.
 """
@@ -17,7 +18,7 @@ import asyncio
 import contextlib
 import dataclasses
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Generic
 
@@ -40,7 +41,7 @@ from agentloops.errors import ModelError
 from agentloops.events import Event, EventSink
 from agentloops.messages import ToolOutcome
 from agentloops.model import ModelResponse
-from agentloops.threads import settings
+from agentloops.providers import _calls as calls
 from agentloops.tools._runtime import own_cancel
 
 
@@ -110,7 +111,7 @@ async def drive(
                 elif kind is Emit:
                     yield effect.event  # type: ignore[union-attr]
                 elif kind is Journal:
-                    await asyncio.to_thread(effect.write, effect.entries, effect.status)  # type: ignore[union-attr]
+                    await _pool.call(effect.write, effect.entries, effect.status, pool=_pool.own)  # type: ignore[union-attr]
                 elif kind is CheckOutput:
                     outcome = await _events.acheck(effect)  # type: ignore[arg-type]
                 elif kind is not Decide:  # Decide: nobody to ask in a plain run
@@ -163,35 +164,12 @@ async def _call_model(
         if response is None:
             name = type(client).__name__
             raise ModelError(f"{name}.astream ended without a final response")
-    else:
-        acomplete: Callable[..., Any] | None = getattr(client, "acomplete", None)
-        if acomplete is not None:
-            response = await acomplete(request)
-        else:  # a sync-only client must not block the loop: on the pool, with a deadline
-            response = await _sync_complete(client, request)
+    else:  # a sync-only client must not block the loop: on the pool, with a deadline
+        response = await calls.acomplete(client, request)
     assert response is not None
     if observed:
         yield _events.model_finished(effect, response, time.perf_counter() - start)
     yield response
-
-
-async def _sync_complete(client: Any, request: Any) -> ModelResponse:
-    """A sync-only client's `complete` on agentloops' pool, waited for at most the
-    `model_timeout` of `agentloops.configure_threads`, or the request's own `timeout` (what
-    is left of the run's deadline) when that is sooner; the thread is then abandoned."""
-    timeout = settings().model_timeout
-    why = "the model_timeout of agentloops.configure_threads"
-    if request.timeout is not None and request.timeout < timeout:
-        timeout, why = request.timeout, "the request's timeout: what was left of the deadline"
-    try:
-        response: ModelResponse = await _pool.call(client.complete, request, timeout=timeout)
-    except _pool.Late:
-        raise ModelError(
-            f"{type(client).__name__}.complete did not answer within {timeout:g} s ({why}); "
-            "the call was abandoned",
-            kind="timeout",
-        ) from None
-    return response
 
 
 class _Tools:

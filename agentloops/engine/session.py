@@ -21,6 +21,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from agentloops import _pool
 from agentloops.engine import _fingerprint, _records
 from agentloops.engine._chain import Chain
 from agentloops.engine.decisions import Decisions, decision_entries, pending
@@ -140,9 +141,7 @@ class Session:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        import asyncio
-
-        await asyncio.to_thread(self.__exit__)
+        await _pool.through(self.__exit__)  # the lease is given back, even when cancelled
 
 
 def append(

@@ -12,12 +12,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pydantic
 import pytest
+from _refusing import Refusing
 
 from agentloops import (
     FallbackModel,
@@ -43,13 +43,6 @@ from agentloops.testing import (
 )
 
 pytestmark = pytest.mark.anyio
-
-
-class Refusing(concurrent.futures.ThreadPoolExecutor):
-    """A default executor that refuses work: nothing a run does may need it."""
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-        raise AssertionError(f"the event loop's default executor was asked to run {fn!r}")
 
 
 @pytest.fixture

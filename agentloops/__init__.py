@@ -143,6 +143,7 @@ if _typing.TYPE_CHECKING:  # pragma: no cover
     from agentloops.providers.retry import RetryPolicy
     from agentloops.rewoo import ReWOOPipeline, ReWOOPlan, ReWOOPlanStep, ReWOOResult, validate_plan
     from agentloops.router import RouteDecision, Router
+    from agentloops.threads import ThreadSettings, configure_threads
 
 # ReWOO, Plan-and-Execute and the other features load on first access, so that
 # `import agentloops` stays cheap for a program that uses part of it (bench/startup.py).
@@ -194,6 +195,8 @@ _LAZY = {
     "validate_plan": "agentloops.rewoo",
     "RouteDecision": "agentloops.router",
     "Router": "agentloops.router",
+    "ThreadSettings": "agentloops.threads",
+    "configure_threads": "agentloops.threads",
 }
 """Public names loaded on first access (module-level `__getattr__`, PEP 562)."""
 
@@ -321,6 +324,7 @@ __all__ = [
     "TextDelta",
     "Thinking",
     "ThinkingDelta",
+    "ThreadSettings",
     "Tool",
     "ToolCall",
     "ToolCallDelta",
@@ -340,6 +344,7 @@ __all__ = [
     "ask_structured",
     "ask_text",
     "compare",
+    "configure_threads",
     "decide",
     "event_to_dict",
     "idempotency_key",

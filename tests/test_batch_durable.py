@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _refusing import Refusing
 
 from agentloops import (
     ConfigurationError,
@@ -125,6 +126,18 @@ def test_a_lease_a_dead_attempt_holds_is_waited_out(store: Any) -> None:
     [late] = run_many(work, [4], store=store, key=str, progress=False, lease_wait=0.3)
     assert late.error is not None and late.error.startswith("RunLeased")
     assert RunLeased.__name__ in late.error
+
+
+def test_adrive_asks_nothing_of_the_default_executor() -> None:
+    async def twice() -> tuple[str, str]:
+        asyncio.get_running_loop().set_default_executor(Refusing())
+        item = DurableItem("6", MemoryStore())
+        first = await item.adrive(loop_for(6, item), "Item 6")
+        again = await item.adrive(loop_for(6, item), "Item 6")  # finished: from its journal
+        return first.answer, again.answer
+
+    assert asyncio.run(twice()) == ("done 6", "done 6")
+    assert RAN == ["6:c1", "6:c2"]
 
 
 def test_adrive_resumes_on_the_event_loop_and_waits_out_a_lease(store: Any) -> None:

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from agentloops import _pool
 from agentloops.errors import ConfigurationError, RunExists, RunLeased, RunNotFound
 from agentloops.journal.records import RunStore
 
@@ -60,7 +61,7 @@ class DurableItem:
         deadline = time.monotonic() + self.lease_wait
         while True:
             try:
-                if await asyncio.to_thread(self._exists):
+                if await _pool.call(self._exists, pool=_pool.own):  # store I/O: off the loop
                     return await loop.aresume(self.run_id)
                 return await loop.arun(task, run_id=self.run_id)
             except RunExists:

@@ -10,6 +10,7 @@ import dataclasses
 import inspect
 from typing import Any
 
+from agentloops import _pool
 from agentloops.engine.effects import CallModel, CheckOutput, Decide, Emit, StartTool
 from agentloops.events import (
     Event,
@@ -128,13 +129,11 @@ def check(effect: CheckOutput) -> Any:
 
 async def acheck(effect: CheckOutput) -> Any:
     """Perform a `CheckOutput` on the event loop: an async validator is awaited, a sync one
-    runs in a worker thread (as a sync tool does)."""
-    import asyncio
-
+    runs on agentloops' pool (as a sync tool does)."""
     validator = effect.validator
     if inspect.iscoroutinefunction(validator):
         return await validator(effect.value, effect.context)
-    value = await asyncio.to_thread(validator, effect.value, effect.context)
+    value = await _pool.call(validator, effect.value, effect.context)
     if inspect.isawaitable(value):
         value = await value
     return value

@@ -1,11 +1,13 @@
 """The asyncio driver: performs a step machine's effects on the event loop.
 
 Model calls await the client's `acomplete` (or `astream` when someone streams); a
-client with only `complete` runs in a worker thread. Tool calls await the registry's
-`acall`: an `async def` tool runs on the loop, a sync one in a thread. Cancelling the
-task that drives a run cancels the model call and the tool calls in flight, closes the
-machine, and lets `CancelledError` propagate; a `CancelledError` that is not the run's (a
-tool awaited something someone else cancelled) is that call's failure.
+client with only `complete` runs on agentloops' bounded pool (`agentloops._pool`), with a
+deadline. Tool calls await the registry's `acall`: an `async def` tool runs on the loop,
+a sync one on the pool; journal writes run on agentloops' own pool for store I/O. Nothing
+here asks the event loop's default executor for a thread. Cancelling the task that drives
+a run cancels the model call and the tool calls in flight, closes the machine, and lets
+`CancelledError` propagate; a `CancelledError` that is not the run's (a tool awaited
+something someone else cancelled) is that call's failure.
 
 A call of an agent tool (or a handoff) is a sub-run this driver drives itself, as a
 nested `drive` of its machine: awaited inline when it is the turn's lone call, else in a
@@ -20,10 +22,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Generic
 
+from agentloops import _pool
 from agentloops.engine import _events
 from agentloops.engine._hosting import Job
 from agentloops.engine._partial import PartialOutput
@@ -43,6 +46,7 @@ from agentloops.errors import AgentLoopsError, ModelError
 from agentloops.events import Event, EventSink
 from agentloops.messages import ToolOutcome
 from agentloops.model import ModelResponse
+from agentloops.providers import _calls as calls
 from agentloops.tools._runtime import own_cancel
 
 
@@ -113,7 +117,7 @@ async def drive(
                 elif kind is Emit:
                     yield effect.event  # type: ignore[union-attr]
                 elif kind is Journal:
-                    await asyncio.to_thread(effect.write, effect.entries, effect.status)  # type: ignore[union-attr]
+                    await _pool.call(effect.write, effect.entries, effect.status, pool=_pool.own)  # type: ignore[union-attr]
                 elif kind is CheckOutput:
                     outcome = await _events.acheck(effect)  # type: ignore[arg-type]
                 elif kind is not Decide:  # Decide: nobody to ask in a plain run
@@ -165,12 +169,8 @@ async def _call_model(
         if response is None:
             name = type(client).__name__
             raise ModelError(f"{name}.astream ended without a final response")
-    else:
-        acomplete: Callable[..., Any] | None = getattr(client, "acomplete", None)
-        if acomplete is not None:
-            response = await acomplete(request)
-        else:  # a sync-only client must not block the loop
-            response = await asyncio.to_thread(client.complete, request)
+    else:  # a sync-only client must not block the loop: on the pool, with a deadline
+        response = await calls.acomplete(client, request)
     assert response is not None
     if observed:
         yield _events.model_finished(effect, response, time.perf_counter() - start)

@@ -19,6 +19,7 @@ import os
 from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping
 from typing import Any, Generic
 
+from agentloops import _pool
 from agentloops.engine import _fingerprint, session, streams, sync
 from agentloops.engine.decisions import Decisions
 from agentloops.engine.durable import journaled
@@ -246,7 +247,8 @@ class Runner(Generic[R]):
 
     @staticmethod
     async def arun(opening: Opening[R], host: ToolHost, on_event: EventSink | None) -> R:
-        """`run` on the event loop (the run is opened, and its lease taken, in a thread)."""
+        """`run` on the event loop (a durable run is opened, and its lease taken, on
+        agentloops' own pool)."""
         from agentloops.engine import aio
 
         observed = on_event is not None
@@ -321,24 +323,19 @@ async def _astream(
 
 
 async def _opened(open_: Opener) -> session.Hold:
-    """`open_()` in a thread (it takes a lease: store I/O). Cancelled meanwhile, it waits
-    for the thread (which cannot be stopped) and gives the lease back before the
-    cancellation goes on: a cancelled `arun` leaves no lease behind to lapse."""
-    import asyncio
+    """`open_()` under asyncio. A plain run's opens right here (there is nothing to do); a
+    durable run's takes a lease (store I/O) on agentloops' own pool, never the event loop's
+    default executor. Cancelled meanwhile, it waits for the store call (a thread cannot be
+    stopped) and gives the lease back before the cancellation goes on: a cancelled `arun`
+    leaves no lease behind to lapse."""
+    if open_ is session.plain:
+        return open_()
+    held: session.Hold = await _pool.through(open_, undo=_close)
+    return held
 
-    opening = asyncio.ensure_future(asyncio.to_thread(open_))
-    try:
-        return await asyncio.shield(opening)
-    except asyncio.CancelledError:
-        while not opening.done():  # a second cancellation must not leave the lease either
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.shield(opening)
-        if not opening.cancelled() and opening.exception() is None:
-            closing = asyncio.ensure_future(asyncio.to_thread(opening.result().__exit__))
-            while not closing.done():
-                with contextlib.suppress(asyncio.CancelledError):
-                    await asyncio.shield(closing)
-        raise
+
+def _close(held: session.Hold) -> None:
+    held.__exit__(None, None, None)
 
 
 def _allowed(allow_changes: Collection[str]) -> frozenset[str]:

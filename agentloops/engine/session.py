@@ -28,6 +28,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from agentloops import _pool
 from agentloops.engine import _fingerprint, _records
 from agentloops.engine._chain import Chain
 from agentloops.engine.decisions import (
@@ -196,9 +197,7 @@ class Session:
         return self.__enter__()
 
     async def __aexit__(self, *exc: object) -> None:
-        import asyncio
-
-        await asyncio.to_thread(self.__exit__)
+        await _pool.through(self.__exit__)  # the lease is given back, even when cancelled
 
 
 def append(

@@ -25,7 +25,8 @@ from collections.abc import Callable, Generator
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any
 
-from agentloops.engine import _events, _threads
+from agentloops import _pool
+from agentloops.engine import _events
 from agentloops.engine._hosting import Job
 from agentloops.engine._partial import PartialOutput
 from agentloops.engine.effects import (
@@ -297,9 +298,9 @@ class _Tools:
             if effect.call.name in hosted:
                 if self.stop is None:
                     self.stop = threading.Event()
-                _threads.submit(_hosted_task(self, effect))
+                _pool.start(_hosted_task(self, effect))
             elif executor is None:
-                _threads.submit(_task(self, effect))
+                _pool.start(_task(self, effect))
             else:
                 self._submit_to(executor, callers[effect.call.name], effect)
 

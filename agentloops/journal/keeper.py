@@ -9,12 +9,12 @@ Rule: it knows a `RunStore` and its `Lease`, and no driver or loop.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from collections.abc import Callable
 from types import TracebackType
 
+from agentloops import _pool
 from agentloops.errors import ConfigurationError, LeaseLost, StoreError
 from agentloops.journal.records import Lease, RunStore
 
@@ -190,4 +190,5 @@ class LeaseKeeper:
         tb: TracebackType | None,
     ) -> None:
         self._stop.set()
-        await asyncio.to_thread(self.stop)  # joining waits for a renewal in flight: not on the loop
+        # joining waits for a renewal in flight: not on the loop (nor its default executor)
+        await _pool.call(self.stop, pool=_pool.own)

@@ -1,26 +1,49 @@
 """Calling any `ModelClient` the way a caller wants (async, streamed) whichever ways it
 has: for the clients that wrap others (`FallbackModel`, `RateLimiter`).
 
-Rule: it only calls; no retries, no limits, no state.
+Rule: it only calls; no retries, no rate limits, no state. A sync-only client called from
+asyncio runs on agentloops' pool (`agentloops._pool`), never the event loop's default
+executor, and is waited for at most `model_timeout` (`agentloops.configure_threads`).
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+from agentloops import _pool
+from agentloops.errors import ModelError
 from agentloops.events import Delta
 from agentloops.model import ModelClient, ModelRequest, ModelResponse
+from agentloops.threads import settings
 
 
 async def acomplete(client: ModelClient, request: ModelRequest) -> ModelResponse:
-    """`client.acomplete`, or `client.complete` in a worker thread."""
+    """`client.acomplete`, or `client.complete` on agentloops' pool (`in_thread`)."""
     native: Any = getattr(client, "acomplete", None)
     if native is not None:
         response: ModelResponse = await native(request)
         return response
-    return await asyncio.to_thread(client.complete, request)
+    return await in_thread(client, request)
+
+
+async def in_thread(client: Any, request: ModelRequest) -> ModelResponse:
+    """A sync-only client's `complete` on agentloops' pool, waited for at most the
+    `model_timeout` of `agentloops.configure_threads`, or the request's own `timeout` (what
+    is left of the run's deadline) when that is sooner; the thread is then abandoned."""
+    timeout = settings().model_timeout
+    why = "the model_timeout of agentloops.configure_threads"
+    if request.timeout is not None and request.timeout < timeout:
+        timeout, why = request.timeout, "the request's timeout: what was left of the deadline"
+    try:
+        response: ModelResponse = await _pool.call(client.complete, request, timeout=timeout)
+    except _pool.Late:
+        raise ModelError(
+            f"{type(client).__name__}.complete did not answer within {timeout:g} s ({why}); "
+            "the call was abandoned",
+            kind="timeout",
+        ) from None
+    return response
 
 
 def parts(client: ModelClient, request: ModelRequest) -> Iterator[Delta | ModelResponse]:

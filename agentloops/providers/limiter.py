@@ -23,6 +23,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, Protocol
 
+from agentloops import _pool
 from agentloops.errors import ConfigurationError, ModelError, check_limits
 from agentloops.events import Delta
 from agentloops.model import ModelClient, ModelRequest, ModelResponse
@@ -375,7 +376,7 @@ class RateLimiter:
 
     async def _atake(self) -> float | None:
         if self._budget.shared is not None:  # a database round trip: off the event loop
-            return await asyncio.to_thread(self._budget.take)
+            return await _pool.call(self._budget.take, pool=_pool.own)  # type: ignore[no-any-return]
         return self._budget.take()
 
     def _refused(self, exc: ModelError, refused: int) -> int:

@@ -11,13 +11,14 @@ Rule: it runs functions; it knows no registry, loop or driver.
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
+
+from agentloops import _pool
 
 if TYPE_CHECKING:  # asyncio is imported where it is used: `import agentloops` goes
     import asyncio  # without it (about 20 ms less)
@@ -154,24 +155,15 @@ class ToolRuntime:
     async def arun_in_thread(
         self, fn: Callable[..., Any], kwargs: dict[str, Any], timeout: float | None
     ) -> Any:
-        """Await a sync function running on its own thread; the event loop never blocks."""
-        import asyncio
-
-        loop = asyncio.get_running_loop()
+        """Await a sync function running on agentloops' shared pool (`agentloops._pool`):
+        the event loop never blocks, and no thread is started per call."""
         deadline = None if timeout is None else time.monotonic() + timeout
         await self._aenter(deadline)
-        woken: asyncio.Future[None] = loop.create_future()
-        flight = _Flight(self, fn, kwargs, notify=lambda: loop.call_soon_threadsafe(_wake, woken))
-        flight.start()
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
         try:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            await asyncio.wait({woken}, timeout=left)
-        except BaseException:  # cancelled: the thread goes on without us
-            flight.abandon()
-            raise
-        if not flight.done.is_set() and flight.abandon():
-            raise TimedOut
-        return flight.result()
+            return await _pool.run(_PooledCall(self, fn, kwargs), left)
+        except _pool.Late:
+            raise TimedOut from None
 
     async def arun(
         self,
@@ -261,6 +253,44 @@ def finish(coroutine: Coroutine[Any, Any, Any]) -> Any:
     return value
 
 
+class _PooledCall(_pool.Job):
+    """One call on the shared pool. Like a `_Flight`, it holds the tool's gate until the
+    function returns, and a call its caller stopped waiting for counts as abandoned until
+    it finishes."""
+
+    __slots__ = ("_ctx", "_finished", "_left", "_runtime")
+
+    def __init__(self, runtime: ToolRuntime, fn: Callable[..., Any], kwargs: dict[str, Any]):
+        super().__init__(self._call, (fn, kwargs))
+        self._runtime = runtime
+        self._ctx = contextvars.copy_context()
+        self._finished = False
+        self._left = False
+
+    def _call(self, fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+        runtime = self._runtime
+        try:
+            return self._ctx.run(fn, **kwargs)
+        finally:
+            if runtime.gate is not None:
+                runtime.gate.release()
+            with runtime._lock:
+                self._finished = True
+                if self._left:
+                    runtime.abandoned -= 1
+
+    def dropped(self) -> None:  # it never ran: nothing holds the gate for it
+        if self._runtime.gate is not None:
+            self._runtime.gate.release()
+
+    def orphaned(self) -> None:
+        runtime = self._runtime
+        with runtime._lock:
+            if not self._finished:
+                self._left = True
+                runtime.abandoned += 1
+
+
 class _Flight:
     """One call on its own daemon thread, which the caller may stop waiting for.
 
@@ -273,12 +303,10 @@ class _Flight:
         runtime: ToolRuntime,
         fn: Callable[..., Any],
         kwargs: dict[str, Any],
-        notify: Callable[[], object] | None = None,
     ):
         self.runtime = runtime
         self.fn = fn
         self.kwargs = kwargs
-        self.notify = notify
         self.done = threading.Event()
         self._outcome: tuple[bool, Any] = (False, None)
         self._lock = threading.Lock()
@@ -306,9 +334,6 @@ class _Flight:
                 self.done.set()
                 if self._abandoned:
                     self.runtime._abandon(-1)
-            if self.notify is not None:
-                with contextlib.suppress(RuntimeError):  # the waiting event loop is closed
-                    self.notify()
 
     def abandon(self) -> bool:
         """Stop waiting: count the thread as abandoned unless it has just finished."""

@@ -305,7 +305,7 @@ class _Tools:
             return
         result: Any = None
         try:
-            machine, host = await asyncio.to_thread(job.open)
+            machine, host = await _pool.call(job.open, pool=_pool.own)
             items = drive(
                 machine, host, observed=self.observed, streaming=self.streaming, halt=self.halt
             )
@@ -319,7 +319,7 @@ class _Tools:
             yield job.failed(exc)
             return
         finally:
-            await asyncio.to_thread(job.close)
+            await _pool.call(job.close, pool=_pool.own)
         yield job.outcome(result)
 
     async def _call(self, effect: StartTool) -> ToolOutcome:

@@ -28,6 +28,7 @@ SCRIPTS = (
     "startup.py",
     "memory.py",
     "async_runs.py",
+    "loop_stall.py",
     "stream_overhead.py",
     "subagent_overhead.py",
     "limiter.py",
@@ -39,6 +40,7 @@ SCRIPTS = (
 QUICK = {
     "react_overhead.py",
     "async_runs.py",
+    "loop_stall.py",
     "stream_overhead.py",
     "subagent_overhead.py",
     "limiter.py",

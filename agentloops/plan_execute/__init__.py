@@ -22,8 +22,8 @@ from typing import Any
 
 from agentloops.engine.decisions import Decisions
 from agentloops.engine.effects import Machine
-from agentloops.engine.fork import Replacement
 from agentloops.engine.host import ToolHost
+from agentloops.engine.journaled_runs import JournaledRuns
 from agentloops.engine.meter import meter_for
 from agentloops.engine.runner import Opening, Runner, new_run_id
 from agentloops.engine.runs import Clock
@@ -63,7 +63,7 @@ __all__ = [
 ]
 
 
-class PlanAndExecute:
+class PlanAndExecute(JournaledRuns[PlanExecuteResult]):
     """Plan once, run each step as a ReAct loop, report.
 
     Args:
@@ -279,50 +279,6 @@ class PlanAndExecute:
         """`resume` on the event loop."""
         opening = self._again(run_id, decisions, allow_changes)
         return await self._runner.arun(opening, self._host(), self.on_event)
-
-    def fork(
-        self,
-        run_id: str,
-        *,
-        at: int,
-        new_run_id: str | None = None,
-        replace: Replacement | None = None,
-    ) -> PlanExecuteResult:
-        """Start a new run from a journaled one's record `at` (needs a `store`): its
-        journal up to `at` is copied (record `at` replaced by `replace`, when given: a
-        model answer, a tool's result or a decision), replayed, then the fork goes on live.
-        The source run is untouched; the fork's meta names it (`forked_from`). See
-        docs/operations.md.
-
-        Raises:
-            RunNotFound: no run `run_id`; RunExists: `new_run_id` is taken.
-            ConfigurationError: no store; `at` is no record of the run; `replace` does
-                not fit record `at`.
-        """
-        opening = self._runner.forked(
-            run_id, at, new_run_id, replace, self._rebuilt, self._fingerprint
-        )
-        return self._runner.run(opening, self._host(), self.on_event)
-
-    async def afork(
-        self,
-        run_id: str,
-        *,
-        at: int,
-        new_run_id: str | None = None,
-        replace: Replacement | None = None,
-    ) -> PlanExecuteResult:
-        """`fork` on the event loop."""
-        opening = self._runner.forked(
-            run_id, at, new_run_id, replace, self._rebuilt, self._fingerprint
-        )
-        return await self._runner.arun(opening, self._host(), self.on_event)
-
-    def status(self, run_id: str) -> PlanExecuteResult:
-        """The run as a result, read from its journal without running anything or taking
-        its lease (e.g. to show pending calls): a run that stopped part-way comes back
-        with stop reason "running"."""
-        return self._runner.status(run_id, self._rebuilt, self._host(), self._fingerprint)
 
     def _fresh(self, task: str, run_id: str | None) -> Opening[PlanExecuteResult]:
         def build(run_id: str, observed: bool) -> Machine[PlanExecuteResult]:

@@ -24,8 +24,8 @@ from typing import Any
 
 from agentloops.engine.decisions import Decisions, approvals
 from agentloops.engine.effects import Machine
-from agentloops.engine.fork import Replacement
 from agentloops.engine.host import ToolHost
+from agentloops.engine.journaled_runs import JournaledRuns
 from agentloops.engine.meter import meter_for
 from agentloops.engine.runner import Opening, Runner, new_run_id
 from agentloops.engine.runs import Clock
@@ -46,7 +46,7 @@ from agentloops.usage import Amount, Price
 __all__ = ["Handoff", "ReActLoop", "ReActResult", "ReActStopReason", "text_only"]
 
 
-class ReActLoop:
+class ReActLoop(JournaledRuns[ReActResult]):
     """Reason, act, observe: one model call per step until the model answers.
 
     Args:
@@ -282,50 +282,6 @@ class ReActLoop:
         """`resume` on the event loop."""
         opening = self._again(result, decisions, parent_run_id, allow_changes)
         return await self._runner.arun(opening, self._host(), self.on_event)
-
-    def fork(
-        self,
-        run_id: str,
-        *,
-        at: int,
-        new_run_id: str | None = None,
-        replace: Replacement | None = None,
-    ) -> ReActResult:
-        """Start a new run from a journaled one's record `at` (needs a `store`): its
-        journal up to `at` is copied (record `at` replaced by `replace`, when given: a
-        model answer, a tool's result or a decision), replayed, then the fork goes on live.
-        The source run is untouched; the fork's meta names it (`forked_from`). See
-        docs/operations.md.
-
-        Raises:
-            RunNotFound: no run `run_id`; RunExists: `new_run_id` is taken.
-            ConfigurationError: no store; `at` is no record of the run; `replace` does
-                not fit record `at`.
-        """
-        opening = self._runner.forked(
-            run_id, at, new_run_id, replace, self._rebuilt, self._fingerprint
-        )
-        return self._runner.run(opening, self._host(), self.on_event)
-
-    async def afork(
-        self,
-        run_id: str,
-        *,
-        at: int,
-        new_run_id: str | None = None,
-        replace: Replacement | None = None,
-    ) -> ReActResult:
-        """`fork` on the event loop."""
-        opening = self._runner.forked(
-            run_id, at, new_run_id, replace, self._rebuilt, self._fingerprint
-        )
-        return await self._runner.arun(opening, self._host(), self.on_event)
-
-    def status(self, run_id: str) -> ReActResult:
-        """A journaled run's result as far as its journal goes (needs a `store`), calling
-        nothing and taking no lease: a paused run lists its pending calls; a run that
-        stopped part-way has stop reason "running"."""
-        return self._runner.status(run_id, self._rebuilt, self._host(), self._fingerprint)
 
     def _fresh(
         self, task: str | Sequence[Message], run_id: str | None, parent_run_id: str | None

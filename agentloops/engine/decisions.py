@@ -20,8 +20,7 @@ and knows no loop and no driver.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -92,14 +91,27 @@ def waiting(store: RunStore, run_id: str) -> list[Waiting]:
         >>> [(w.call_id, w.why, w.choices) for w in waiting(store, "r1")]
         [('c1', 'approval', ('approve', 'deny'))]
     """
-    past = store.read(run_id)
-    found = list(pending(past).values())
+    return [w for _, past in _tree(store, run_id) for w in pending(past).values()]
+
+
+def _tree(store: RunStore, run_id: str) -> Iterator[tuple[str, Sequence[JournalRecord]]]:
+    """The run and, below it, its sub-runs that have not come back (depth first, in journal
+    order), each with its journal (`RunNotFound` for the run, not for a sub-run)."""
+    return _below(store, run_id, store.read(run_id))
+
+
+def _below(
+    store: RunStore, run_id: str, past: Sequence[JournalRecord]
+) -> Iterator[tuple[str, Sequence[JournalRecord]]]:
+    yield run_id, past
     ended = {r.key for r in past if r.kind == "tool_finished"}
     for r in past:
         if r.kind == "tool_started" and "subrun" in r.data and r.key not in ended:
-            with contextlib.suppress(RunNotFound):  # started, never begun
-                found += waiting(store, r.data["subrun"])
-    return found
+            try:
+                below = store.read(r.data["subrun"])
+            except RunNotFound:  # started, never begun
+                continue
+            yield from _below(store, r.data["subrun"], below)
 
 
 def pending(past: Sequence[JournalRecord]) -> dict[str, Waiting]:
@@ -193,7 +205,9 @@ def decide(
     ttl: float = 30.0,
 ) -> JournalRecord | None:
     """Record one decision on a call `run_id` waits for, under the run's lease, for the next
-    `resume(run_id)` to apply in whatever process has the tools.
+    `resume(run_id)` to apply in whatever process has the tools. A call that waits in a
+    sub-run below `run_id` (an agent tool's, a handoff's: `waiting` lists it) is decided in
+    that sub-run's journal, where its resume looks for it.
 
     The decision is bound to the call's name and arguments as the journal holds them (the
     ones `waiting` shows): a resume that would run the call with other arguments refuses it.
@@ -214,6 +228,7 @@ def decide(
             wrong kind of decision for the call (the message says which it takes).
     """
     choice = choice_of(decision, call_id)
+    run_id = _waits_in(store, run_id, call_id)
     info = store.run_info(run_id)
     lease = store.acquire(run_id, ttl=ttl)
     try:
@@ -226,6 +241,36 @@ def decide(
         return store.append_many(lease, entries)[0]
     finally:
         store.release(lease)
+
+
+def _waits_in(store: RunStore, run_id: str, call_id: str) -> str:
+    """The run whose journal a decision on `call_id` goes into: `run_id` when the call is
+    its own, else the one sub-run below it where the call waits (or, waiting nowhere, was
+    decided: a second approver's decision is checked against the first)."""
+    tree = list(_tree(store, run_id))
+    for found in (
+        [owner for owner, past in tree if call_id in pending(past)],
+        [owner for owner, past in tree if any(_decides(r, call_id) for r in past)],
+    ):
+        if not found:
+            continue
+        if found[0] == run_id:  # its own call comes first
+            return run_id
+        if len(found) > 1:
+            raise DecisionRefused(
+                f"call {call_id} waits in more than one run below {run_id!r} "
+                f"({', '.join(found)}): decide it in the one you mean",
+                run_id=run_id,
+                call_id=call_id,
+            )
+        return found[0]
+    return run_id
+
+
+def _decides(record: JournalRecord, call_id: str) -> bool:
+    """Whether `record` is a decision (an approval's, or on a call in doubt) on `call_id`."""
+    key = record.key
+    return record.kind in ("decision", DOUBT) and key is not None and key.endswith(f":{call_id}")
 
 
 def _entry(

@@ -145,6 +145,48 @@ def test_an_approval_two_levels_down_pauses_the_top_and_is_decided_through_it(
         chain(ReActLoop, durable_store).resume("top", {"p1": False})
 
 
+def test_a_decision_given_the_top_run_goes_into_the_sub_run_where_the_call_waits(
+    durable_store: Any, ReActLoop: Any
+) -> None:
+    chain(ReActLoop, durable_store).run("Pay INV-7.", run_id="top")
+    record = decide(durable_store, "top", "p1", "approve", by="ops")
+    assert record is not None and record.run_id == "top:t1:m1"
+    assert not any(r.kind == "decision" for r in durable_store.read("top"))
+    assert waiting(durable_store, "top") == []
+    assert decide(durable_store, "top", "p1", "approve", by="ops2") is None  # said already
+    done = chain(ReActLoop, durable_store).resume("top")
+    assert done.answer == "t1: m1: payer: paid INV-7"
+    assert LEDGER == ["pay INV-7 top:t1:m1:p1"]
+
+
+def test_a_call_id_waiting_in_two_sub_runs_is_decided_in_the_one_named(
+    durable_store: Any, ReActLoop: Any
+) -> None:
+    payer = ReActLoop(model("payer", _payer), [pay], name="payer")
+    agents = [payer.as_tool("payer_a", "Pays."), payer.as_tool("payer_b", "Pays too.")]
+
+    def top(request: ModelRequest) -> Any:
+        seen = results_of(request.messages)
+        if not seen:
+            return calls(
+                ToolCall("t1", "payer_a", {"task": "INV-7"}),
+                ToolCall("t2", "payer_b", {"task": "INV-7"}),
+            )
+        return " / ".join(seen)
+
+    paused = ReActLoop(model("top", top), agents, store=durable_store).run("Pay.", run_id="top")
+    assert paused.stop_reason == "approval_required"
+    below = sorted(w.run_id for w in waiting(durable_store, "top"))
+    assert below == ["top:t1", "top:t2"]
+    with pytest.raises(DecisionRefused, match=r"more than one run below 'top'.*top:t1, top:t2"):
+        decide(durable_store, "top", "p1", "approve", by="ops")
+    record = decide(durable_store, "top:t2", "p1", "deny", by="ops")
+    assert record is not None and record.run_id == "top:t2"
+    assert [w.run_id for w in waiting(durable_store, "top")] == ["top:t1"]
+    record = decide(durable_store, "top", "p1", "approve", by="ops")  # one left: no doubt
+    assert record is not None and record.run_id == "top:t1"
+
+
 def test_a_denied_call_two_levels_down_is_an_error_result_down_there(
     durable_store: Any, ReActLoop: Any
 ) -> None:

@@ -112,7 +112,7 @@ def follow(store: RunStore, args: argparse.Namespace, out: Output) -> int:
         from agentloops.events import EventReplay, event_to_dict
 
         info = store.run_info(args.run_id)
-        replay = EventReplay(loop=info.kind)
+        replay = EventReplay(loop=info.kind, read=store.read)
         for record in store.read(args.run_id, limit=args.after) if args.after else ():
             replay.events(record)  # seen already: counted in the totals, not printed
         for record in stream:

@@ -215,3 +215,60 @@ def test_a_journal_from_before_loops_and_roles_were_recorded_still_replays() -> 
     assert {e.run_id for e in events} == {run_id}
     assert events[1].loop == "" and events[-1].stop_reason == "approval_required"
     assert events[-1].model_calls == 2
+
+
+def test_with_read_an_agent_tools_sub_run_replays_inside_its_call_as_seen_live() -> None:
+    store = MemoryStore()
+    inner = ReActLoop(ScriptedModel([use_tools(("look", {"key": "a"})), "A."]), [look])
+    seen: list[Event] = []
+    outer = ReActLoop(
+        ScriptedModel([use_tools(("helper", {"task": "do a"})), "Done: A."]),
+        [inner.as_tool("helper", "Helps.")],
+        store=store,
+        on_event=seen.append,
+    )
+    assert outer.run("q", run_id="top").answer == "Done: A."
+    live = [comparable(e) for e in seen if isinstance(e, REPLAYED)]
+    read = store.read
+    replayed = [comparable(e) for e in replay_events(read("top"), loop="react", read=read)]
+    same_events(replayed, live)
+    below = [e for e in replay_events(read("top"), read=read) if e.run_id != "top"]
+    assert len(below) == 5 and {e.parent_run_id for e in below} == {"top"}
+    # without `read`, as before: the top run's own events only
+    alone = [comparable(e) for e in replay_events(read("top"), loop="react")]
+    assert alone == [e for e in replayed if dict(e[1])["run_id"] == "top"]
+
+
+def test_with_read_a_paused_sub_run_shows_each_drive_where_the_run_above_paused_and_went_on() -> (
+    None
+):
+    store = MemoryStore()
+    inner = ReActLoop(
+        ScriptedModel([use_tools(ToolCall("s1", "send", {"to": "ann"})), "Sent."]), [send]
+    )
+    outer = ReActLoop(
+        ScriptedModel([use_tools(("helper", {"task": "send"})), "Done: sent."]),
+        [inner.as_tool("helper", "Helps.")],
+        store=store,
+    )
+    assert outer.run("q", run_id="top").stop_reason == "approval_required"
+    assert outer.resume("top", {"s1": True}).answer == "Done: sent."
+    shown = [
+        (type(e).__name__, "top" if e.run_id == "top" else "sub", getattr(e, "stop_reason", ""))
+        for e in replay_events(store.read("top"), loop="react", read=store.read)
+    ]
+    assert shown == [
+        ("ModelCallFinished", "top", "tool_use"),
+        ("ToolCallStarted", "top", ""),
+        ("ModelCallFinished", "sub", "tool_use"),
+        ("ApprovalRequested", "sub", ""),
+        ("RunFinished", "sub", "approval_required"),  # the sub-run's first drive
+        ("RunFinished", "top", "approval_required"),
+        ("ToolCallStarted", "sub", ""),  # resumed: the approved call
+        ("ToolCallFinished", "sub", ""),
+        ("ModelCallFinished", "sub", "end_turn"),
+        ("RunFinished", "sub", "answered"),
+        ("ToolCallFinished", "top", ""),
+        ("ModelCallFinished", "top", "end_turn"),
+        ("RunFinished", "top", "answered"),
+    ]

@@ -16,7 +16,7 @@ from typing import Any
 from agentloops.cli import records as rows
 from agentloops.cli.output import Output, short
 from agentloops.engine.decisions import decide, waiting
-from agentloops.journal.records import RunStore
+from agentloops.journal.records import RunInfo, RunStore
 
 
 def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -24,6 +24,9 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     p = commands.add_parser("list", parents=[common], help="the runs in the store")
     p.add_argument("--status", help="only runs with this status (running, paused, ...)")
     p.add_argument("--kind", help="only runs of this loop (react, rewoo, plan_execute)")
+    p.add_argument(
+        "--all", action="store_true", help="sub-runs too (an agent tool's, a handoff's calls)"
+    )
     p.set_defaults(run=list_runs)
 
     p = commands.add_parser("show", parents=[common], help="a run: header, journal, waits")
@@ -62,11 +65,24 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
 
 def list_runs(store: RunStore, args: argparse.Namespace, out: Output) -> int:
     found = store.list_runs(status=args.status, kind=args.kind)
+    below = 0
+    if not args.all:  # a sub-run is shown by its parent (`runs show`), not as a run of its own
+        shown = [i for i in found if not is_subrun(i)]
+        found, below = shown, len(found) - len(shown)
     if out.as_json:
         out.data([rows.run_json(info) for info in found])
-    else:
-        out.table(f"{len(found)} run(s)", rows.RUN_HEADERS, [rows.run_row(i) for i in found])
+        return 0
+    title = f"{len(found)} run(s)" + (
+        f", and {below} sub-run(s) below them (--all)" if below else ""
+    )
+    out.table(title, rows.RUN_HEADERS, [rows.run_row(i) for i in found])
     return 0
+
+
+def is_subrun(info: RunInfo) -> bool:
+    """Whether the run is a call of another run's agent tool or handoff (its header names
+    the call it answers)."""
+    return "call_id" in info.meta and "parent_run_id" in info.meta
 
 
 def show(store: RunStore, args: argparse.Namespace, out: Output) -> int:

@@ -252,3 +252,26 @@ def test_in_process_decide_and_delete(tmp_path: Path) -> None:
     assert out.getvalue().splitlines()[-1] == '{"deleted": true}'
     assert main(["runs", "delete", "r1", *url], stdout=out) == 3
     assert out.getvalue().splitlines()[-1] == "no run 'r1'"
+
+
+def test_runs_list_shows_sub_runs_under_their_parents_unless_all(tmp_path: Path) -> None:
+    with SQLiteStore(tmp_path / "runs.db") as store:
+        inner = ReActLoop(ScriptedModel(["A."]), [])
+        outer = ReActLoop(
+            ScriptedModel([use_tools(("helper", {"task": "a"})), "Done."]),
+            [inner.as_tool("helper", "Helps.")],
+            store=store,
+        )
+        assert outer.run("q", run_id="top").answer == "Done."
+        [sub] = [i.run_id for i in store.list_runs() if i.run_id != "top"]
+    url = ["--store", f"sqlite:///{tmp_path / 'runs.db'}"]
+    out = io.StringIO()
+    assert main(["runs", "list", "--json", *url], stdout=out) == 0
+    assert [r["run_id"] for r in json.loads(out.getvalue())] == ["top"]
+    out = io.StringIO()
+    assert main(["runs", "list", "--all", "--json", *url], stdout=out) == 0
+    assert sorted(r["run_id"] for r in json.loads(out.getvalue())) == sorted(["top", sub])
+    out = io.StringIO()
+    assert main(["runs", "list", *url], stdout=out) == 0
+    assert "1 run(s), and 1 sub-run(s) below them (--all)" in out.getvalue()
+    assert sub not in out.getvalue()

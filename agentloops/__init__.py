@@ -82,7 +82,7 @@ from agentloops.messages import (
     ToolResult,
     validate_transcript,
 )
-from agentloops.middleware import Middleware, MiddlewareContext
+from agentloops.middleware import InputGuard, Middleware, MiddlewareContext, OutputGuard, ToolGuard
 from agentloops.model import (
     AsyncModelClient,
     AsyncStreamingModelClient,
@@ -257,6 +257,7 @@ __all__ = [
     "GuardrailTripped",
     "Handoff",
     "HandoffCycle",
+    "InputGuard",
     "InvalidOutput",
     "JSONLSink",
     "JournalConflict",
@@ -284,6 +285,7 @@ __all__ = [
     "OpenAICompatModel",
     "OutputContext",
     "OutputDelta",
+    "OutputGuard",
     "OutputSchema",
     "OutputTruncated",
     "OutputValidator",
@@ -337,6 +339,7 @@ __all__ = [
     "ToolCallDelta",
     "ToolCallFinished",
     "ToolCallStarted",
+    "ToolGuard",
     "ToolOptions",
     "ToolOutcome",
     "ToolRegistry",

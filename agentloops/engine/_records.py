@@ -96,6 +96,11 @@ SCHEMAS: dict[str, tuple[dict[str, Any], bool]] = {
     "doubt_decision": (_DECISION, True),
     # An output validator's verdict: the value it kept (JSON), or its ModelRetry message.
     "output_checked": ({"run": str, "step": _Count, "value?": _Any, "retry?": str}, False),
+    # A guard's verdict: the reason it tripped, or none (it passed).
+    "guard_checked": (
+        {"run": str, "step": _Count, "guard": str, "stage": str, "reason?": str},
+        False,
+    ),
     "settings_changed": ({"changed": [str], "by": str}, False),
     "failed": ({"error": str}, False),
     "result": ({"stop_reason": str, "answer": str}, False),

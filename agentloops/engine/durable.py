@@ -34,6 +34,7 @@ from typing import Any
 from agentloops.engine import _codec
 from agentloops.engine.effects import (
     CallModel,
+    CheckGuard,
     CheckOutput,
     Decide,
     Effect,
@@ -50,6 +51,7 @@ from agentloops.errors import (
     AgentLoopsError,
     CallInDoubt,
     CheckpointError,
+    GuardrailTripped,
     ModelError,
     ModelRetry,
 )
@@ -66,6 +68,9 @@ journals still resume (docs/durability.md says how)."""
 
 CHECKED = "output_checked"
 """The journal kind of an output validator's verdict: the value it kept, or its retry."""
+
+GUARD = "guard_checked"
+"""The journal kind of a guard's verdict: the reason it tripped, or none (it passed)."""
 
 FAILED = "model_failed"
 """The journal kind of a model call that failed (`ModelError`): replayed as that error
@@ -152,6 +157,7 @@ class _Replay:
         """The model calls' records: each reply, and each failure a middleware answered
         with a retry (`FAILED`)."""
         self.checks = deque(r for r in past if r.kind == CHECKED)
+        self.guards = deque(r for r in past if r.kind == GUARD)
         self.events = sum(1 for r in past if r.kind == EVENT)
         """Journaled events the machine has not emitted again yet in this replay."""
         self.finished = {r.key: r for r in past if r.kind == "tool_finished"}
@@ -188,6 +194,8 @@ class _Replay:
             return (yield from self._decide(effect, pending, write))  # type: ignore[arg-type]
         if kind is CheckOutput:
             return (yield from self._check(effect, pending))  # type: ignore[arg-type]
+        if kind is CheckGuard:
+            return (yield from self._guard(effect, pending, write))  # type: ignore[arg-type]
         if kind is Emit:
             return (yield from self._emit(effect, pending))  # type: ignore[arg-type]
         return (yield effect)
@@ -223,19 +231,40 @@ class _Replay:
             return _codec.response_from_dict(data["response"])
         yield from _flush(pending, write)
         self.live = True
-        started = time.perf_counter()
-        step = {"run": effect.run_id, "step": effect.step, "loop": effect.loop}
-        if effect.role:
-            step["role"] = effect.role
+        return (yield from _called(effect, effect, pending))
+
+    def _guard(self, effect: CheckGuard, pending: list[Entry], write: Write) -> Machine[Any]:
+        """A guard's verdict (and, with its call, the call's reply): from the journal, or
+        asked now and recorded before the reply."""
+        call = effect.call
+        if self.guards:
+            record = self.guards.popleft()
+            data = record.data
+            if (data["run"], data["step"], data["guard"]) != (
+                effect.run_id,
+                effect.step,
+                effect.guard,
+            ):
+                raise _mismatch(record, f"guard {effect.guard!r} of run {effect.run_id}")
+            reason = data.get("reason")
+            if call is None:
+                return reason
+            if reason is not None:
+                raise GuardrailTripped(reason, guard=effect.guard, stage=effect.stage)
+            return (yield from self._model(call, pending, write))  # checked: the call alone
+        self.live = True
+        verdict = {"run": effect.run_id, "step": effect.step, "guard": effect.guard}
+        verdict["stage"] = effect.stage
+        if call is None:
+            reason = yield effect
+            pending.append((GUARD, verdict if reason is None else {**verdict, "reason": reason}))
+            return reason
+        yield from _flush(pending, write)
         try:
-            response = yield effect
-        except ModelError as exc:  # kept: a middleware may answer it with another request
-            pending.append((FAILED, {**step, "error": _codec.model_error_to_dict(exc)}))
+            return (yield from _called(effect, call, pending, (GUARD, verdict)))
+        except GuardrailTripped as tripped:
+            pending.append((GUARD, {**verdict, "reason": tripped.reason}))
             raise
-        seconds = round(time.perf_counter() - started, 6)
-        data = {**step, "seconds": seconds, "response": _codec.response_to_dict(response)}
-        pending.append(("model", data))
-        return response
 
     def _check(self, effect: CheckOutput, pending: list[Entry]) -> Machine[Any]:
         """An output validator's verdict: from the journal, or asked now and recorded (as
@@ -379,6 +408,33 @@ class _Replay:
             pending.append(("approval_requested", data, asked))
         yield from _flush(pending, write)
         return None  # no decision at hand: the machine pauses the run
+
+
+def _called(
+    effect: CallModel | CheckGuard,
+    call: CallModel,
+    pending: list[Entry],
+    first: Entry | None = None,
+) -> Machine[Any]:
+    """Perform `effect` (the model call `call`, or a guard's check with it) live, and record
+    the reply or the failure (after `first`, the guard's passing verdict, when given)."""
+    started = time.perf_counter()
+    step = {"run": call.run_id, "step": call.step, "loop": call.loop}
+    if call.role:
+        step["role"] = call.role
+    try:
+        response = yield effect
+    except ModelError as exc:  # kept: a middleware may answer it with another request
+        if first is not None:
+            pending.append(first)
+        pending.append((FAILED, {**step, "error": _codec.model_error_to_dict(exc)}))
+        raise
+    seconds = round(time.perf_counter() - started, 6)
+    data = {**step, "seconds": seconds, "response": _codec.response_to_dict(response)}
+    if first is not None:
+        pending.append(first)
+    pending.append(("model", data))
+    return response
 
 
 def _model_records(past: Sequence[JournalRecord]) -> list[JournalRecord]:

@@ -31,6 +31,7 @@ from agentloops.engine._hosting import Job
 from agentloops.engine._partial import PartialOutput
 from agentloops.engine.effects import (
     CallModel,
+    CheckGuard,
     CheckOutput,
     Decide,
     Emit,
@@ -133,6 +134,8 @@ def drive(
                     outcome = None
                 elif kind is CheckOutput:
                     outcome = _events.check(effect)  # type: ignore[arg-type]
+                elif kind is CheckGuard:  # with a call: the check first, here
+                    outcome = yield from _guarded(effect, quiet, observed, streaming, halt)  # type: ignore[arg-type]
                 else:
                     raise TypeError(f"not an effect: {effect!r}")
             except Exception as exc:  # the machine decides: attach its partial result, raise
@@ -145,6 +148,21 @@ def drive(
         if tools.stop is not None:
             tools.stop.set()
         machine.close()
+
+
+def _guarded(
+    effect: CheckGuard, quiet: bool, observed: bool, streaming: bool, halt: _events.Halt | None
+) -> Events[Any]:
+    """A guard's check; with its call, the call once the check passed."""
+    reason = _events.guard(effect)
+    call = effect.call
+    if call is None:
+        return reason
+    if reason is not None:
+        raise _events.tripped(effect, reason)
+    if quiet:
+        return call.client.complete(call.request)
+    return (yield from _call_model(call, observed, streaming, halt))
 
 
 def _call_model(

@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from agentloops.engine.effects import CallModel, Emit, Machine, NextTool, R, StartTool
+from agentloops.engine.effects import CallModel, CheckGuard, Emit, Machine, NextTool, R, StartTool
 from agentloops.engine.runs import Stop, Totals
 from agentloops.errors import ConfigurationError, GuardrailTripped, ModelError
 from agentloops.events import GuardTripped
@@ -180,13 +180,21 @@ class _Wrap:
         chain = self.chain
         request = effect.request
         self.role, self.step = request.role, effect.step
+        alongside: list[CheckGuard] = []
         for m in chain.before_model:
-            ctx = self.context(m, "before_model", effect, effect.run_id)
+            ctx = self.context(m, "before_model", effect, effect.run_id, alongside)
             request = yield from self.value(m.before_model(request, ctx))
         if request is not effect.request:
             effect = dataclasses.replace(effect, request=request)
         try:
-            response: ModelResponse = yield effect
+            if alongside:  # the last with the call; any others before it
+                for check in alongside[:-1]:
+                    reason = yield check
+                    if reason is not None:
+                        raise GuardrailTripped(reason, guard=check.guard, stage=check.stage)
+                response: ModelResponse = yield dataclasses.replace(alongside[-1], call=effect)
+            else:
+                response = yield effect
         except ModelError as error:
             retry = None
             for m in chain.on_error:
@@ -266,7 +274,12 @@ class _Wrap:
     # -- what hooks see and do -----------------------------------------------------------
 
     def context(
-        self, m: Middleware, hook: str, effect: CallModel | None, run_id: str
+        self,
+        m: Middleware,
+        hook: str,
+        effect: CallModel | None,
+        run_id: str,
+        alongside: list[CheckGuard] | None = None,
     ) -> MiddlewareContext:
         """What hook `hook` of `m` is told (and who raised a trip, should it raise one)."""
         self.hook, self.stage = m, _STAGES[hook]
@@ -284,6 +297,7 @@ class _Wrap:
             state=self.states[id(m)],
             observed=self.observed,
             events=self.events,
+            alongside=alongside,
         )
 
     def tripped(self, tripped: GuardrailTripped) -> Stop:

@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from agentloops.engine.effects import CallModel, Machine
+from agentloops.engine.effects import CallModel, CheckGuard, Machine
 from agentloops.errors import ModelError
 from agentloops.messages import Message, ToolCall, ToolOutcome
 from agentloops.model import ModelClient, ModelRequest, ModelResponse
@@ -39,6 +39,7 @@ class MiddlewareContext:
     """
 
     __slots__ = (
+        "_alongside",
         "_events",
         "client",
         "loop",
@@ -64,17 +65,49 @@ class MiddlewareContext:
         state: dict[str, Any],
         observed: bool,
         events: list[Event],
+        alongside: list[CheckGuard] | None = None,
     ):
         self.run_id, self.loop, self.role, self.step = run_id, loop, role, step
         self.parent_run_id, self.task, self.client = parent_run_id, task, client
         self.state, self.observed = state, observed
         self._events = events
+        self._alongside = alongside
 
     def emit(self, event: Event) -> None:
         """Hand `event` to whoever listens (yielded by the wrapper as the hook returns;
         dropped when nobody listens)."""
         if self.observed:
             self._events.append(event)
+
+    def check(
+        self, check: Callable[[Any, Any], Any], value: Any, *, guard: str, stage: str
+    ) -> Machine[str | None]:
+        """Ask a guard's `check(value, ctx)` (`reason = yield from ctx.check(...)`): the
+        driver performs it (an async check is awaited) and the durable wrapper journals
+        its verdict, so a replay never asks again. Returns why it trips, or `None`."""
+        reason: str | None = yield self._guard(check, value, guard, stage)
+        return reason
+
+    def alongside(
+        self, check: Callable[[Any, Any], Any], value: Any, *, guard: str, stage: str
+    ) -> None:
+        """Run a guard's check at the same time as the model call this `before_model`
+        precedes (under asyncio; the sync driver runs it first): a trip cancels the call
+        and stops the run with "guardrail".
+
+        Raises:
+            ConfigurationError: not in a `before_model` hook.
+        """
+        if self._alongside is None:
+            from agentloops.errors import ConfigurationError
+
+            raise ConfigurationError("alongside is for before_model: there is a call to pair")
+        self._alongside.append(self._guard(check, value, guard, stage))
+
+    def _guard(
+        self, check: Callable[[Any, Any], Any], value: Any, guard: str, stage: str
+    ) -> CheckGuard:
+        return CheckGuard(check, value, self, guard, stage, self.loop, self.run_id, self.step)
 
     def call_model(self, request: ModelRequest, *, role: str = "") -> Machine[ModelResponse]:
         """A model call of the hook's own (`response = yield from ctx.call_model(...)`):

@@ -82,7 +82,14 @@ from agentloops.messages import (
     ToolResult,
     validate_transcript,
 )
-from agentloops.middleware import InputGuard, Middleware, MiddlewareContext, OutputGuard, ToolGuard
+from agentloops.middleware import (
+    CachedTools,
+    InputGuard,
+    Middleware,
+    MiddlewareContext,
+    OutputGuard,
+    ToolGuard,
+)
 from agentloops.model import (
     AsyncModelClient,
     AsyncStreamingModelClient,
@@ -115,6 +122,7 @@ from agentloops.tools import (
     idempotency_key,
     tool,
 )
+from agentloops.tools.cache import ToolCache
 from agentloops.usage import Price, Usage
 
 __version__ = "0.1.0"
@@ -232,6 +240,7 @@ __all__ = [
     "BatchItem",
     "Block",
     "BudgetExceeded",
+    "CachedTools",
     "CallInDoubt",
     "Cassette",
     "CassetteError",
@@ -335,6 +344,7 @@ __all__ = [
     "ThinkingDelta",
     "ThreadSettings",
     "Tool",
+    "ToolCache",
     "ToolCall",
     "ToolCallDelta",
     "ToolCallFinished",

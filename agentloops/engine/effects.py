@@ -37,6 +37,7 @@ from agentloops.model import ModelClient, ModelRequest, ModelResponse
 
 if TYPE_CHECKING:
     from agentloops.events import Event
+    from agentloops.tools.cache import ToolCache
     from agentloops.usage import Price
 
 R = TypeVar("R")
@@ -153,6 +154,9 @@ class StartTool:
     start: SubStart | None = None
     """For a hosted call (an agent tool, a handoff): how its sub-run starts, when not from
     the arguments (a handoff's transcript, a paused sub-run resumed)."""
+    cache: ToolCache | None = None
+    """Where the call's result may come from, and is kept, besides its tool's own cache
+    (set by a middleware: `agentloops.CachedTools`); consulted where the tool runs."""
 
     @property
     def call_key(self) -> str:

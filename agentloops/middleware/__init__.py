@@ -12,11 +12,13 @@ Rule: it knows the engine and the vocabulary, and no loop.
 from __future__ import annotations
 
 from agentloops.middleware._chain import NO_MIDDLEWARE, Chain, chained
+from agentloops.middleware.caching import CachedTools
 from agentloops.middleware.guards import InputGuard, OutputGuard, ToolGuard
 from agentloops.middleware.hooks import Middleware, MiddlewareContext
 
 __all__ = [
     "NO_MIDDLEWARE",
+    "CachedTools",
     "Chain",
     "InputGuard",
     "Middleware",

@@ -35,6 +35,7 @@ from agentloops.model import ModelResponse
 
 if TYPE_CHECKING:
     from agentloops.events import Event
+    from agentloops.tools.cache import ToolCache
 
 _STAGES = {
     "before_model": "input",
@@ -238,8 +239,9 @@ class _Wrap:
         call = effect.call
         run_id = effect.run_id
         depth = len(self.chain.items)
+        cache: list[ToolCache] = []
         for i, m in self.chain.before_tool:
-            ctx = self.context(m, "before_tool", None, run_id)
+            ctx = self.context(m, "before_tool", None, run_id, cache=cache)
             changed = yield from self.value(m.before_tool(call, ctx))
             if isinstance(changed, ToolOutcome):  # answered here: the call is not run
                 self.answered.append((call.id, changed))
@@ -250,8 +252,8 @@ class _Wrap:
                     f"{name_of(m)}.before_tool changed call id {call.id!r} to {changed.id!r}"
                 )
             call = changed
-        if call is not effect.call:
-            effect = dataclasses.replace(effect, call=call)
+        if call is not effect.call or cache:
+            effect = dataclasses.replace(effect, call=call, cache=cache[-1] if cache else None)
         self.started[call.id] = (call, depth, run_id)
         yield effect
         return None
@@ -280,6 +282,7 @@ class _Wrap:
         effect: CallModel | None,
         run_id: str,
         alongside: list[CheckGuard] | None = None,
+        cache: list[ToolCache] | None = None,
     ) -> MiddlewareContext:
         """What hook `hook` of `m` is told (and who raised a trip, should it raise one)."""
         self.hook, self.stage = m, _STAGES[hook]
@@ -298,6 +301,7 @@ class _Wrap:
             observed=self.observed,
             events=self.events,
             alongside=alongside,
+            cache=cache,
         )
 
     def tripped(self, tripped: GuardrailTripped) -> Stop:

@@ -17,6 +17,7 @@ from agentloops.model import ModelClient, ModelRequest, ModelResponse
 
 if TYPE_CHECKING:
     from agentloops.events import Event
+    from agentloops.tools.cache import ToolCache
 
 
 class MiddlewareContext:
@@ -40,6 +41,7 @@ class MiddlewareContext:
 
     __slots__ = (
         "_alongside",
+        "_cache",
         "_events",
         "client",
         "loop",
@@ -66,12 +68,14 @@ class MiddlewareContext:
         observed: bool,
         events: list[Event],
         alongside: list[CheckGuard] | None = None,
+        cache: list[ToolCache] | None = None,
     ):
         self.run_id, self.loop, self.role, self.step = run_id, loop, role, step
         self.parent_run_id, self.task, self.client = parent_run_id, task, client
         self.state, self.observed = state, observed
         self._events = events
         self._alongside = alongside
+        self._cache = cache
 
     def emit(self, event: Event) -> None:
         """Hand `event` to whoever listens (yielded by the wrapper as the hook returns;
@@ -103,6 +107,20 @@ class MiddlewareContext:
 
             raise ConfigurationError("alongside is for before_model: there is a call to pair")
         self._alongside.append(self._guard(check, value, guard, stage))
+
+    def cache_with(self, cache: ToolCache) -> None:
+        """Let the tool call this `before_tool` wraps be answered from `cache` (and kept
+        there): decided where the tool runs, so a durable run journals the outcome and a
+        replay never consults the cache.
+
+        Raises:
+            ConfigurationError: not in a `before_tool` hook.
+        """
+        if self._cache is None:
+            from agentloops.errors import ConfigurationError
+
+            raise ConfigurationError("cache_with is for before_tool: there is a call to cache")
+        self._cache.append(cache)
 
     def _guard(
         self, check: Callable[[Any, Any], Any], value: Any, guard: str, stage: str

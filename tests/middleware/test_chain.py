@@ -396,3 +396,55 @@ def test_hooks_run_the_same_in_streams(ReActLoop: Any) -> None:
     assert items[-1].answer == "A."  # type: ignore[union-attr]
     assert model.requests[1].messages[-1].content[0].content == "A (secret ***)"  # type: ignore[union-attr]
     assert SEEN.count("s.before_model") == 2
+
+
+def test_a_plan_and_execute_steps_hook_calls_are_journaled_metered_and_replayed() -> None:
+    """A step is a nested machine: the run's chain wraps its calls too; a hook's own call in
+    a step carries the step's run id, is priced under its role, and replays."""
+    from agentloops import PlanAndExecute
+
+    def answer(request: ModelRequest) -> Any:
+        if request.role == "planner":
+            return respond_structured({"steps": [{"step_number": 1, "description": "look a"}]})
+        if request.role == "compactor":
+            return respond("the gist", usage=Usage(input_tokens=7))
+        if request.role == "reporter":
+            return "Report."
+        if len(request.messages) == 1 and "the gist" not in request.messages[0].text:
+            return use_tools(ToolCall("c1", "look", {"key": "a"}))
+        return "A."
+
+    store = MemoryStore()
+    model = FunctionModel(answer, validate=False)
+    loop = PlanAndExecute(
+        model,
+        [look],
+        middleware=[Summarizer()],
+        store=store,
+        price=Price(input=1_000_000, output=1_000_000),
+    )
+    result = loop.run("q", run_id="r1")
+    assert result.answer == "Report."
+    # before the step's second call, and before the reporter's (its step is not 0)
+    assert result.cost_by_role["compactor"] == Decimal(14)
+    models = [(r.data["run"], r.data["step"], r.data.get("role")) for r in store.read("r1")
+              if r.kind == "model"]  # fmt: skip
+    assert ("r1.1", 1, "compactor") in models
+    assert models.index(("r1.1", 1, "compactor")) + 1 == models.index(("r1.1", 1, "executor"))
+    calls = model.calls
+    assert loop.resume("r1").answer == "Report." and model.calls == calls
+
+
+def test_guards_and_hooks_run_the_same_under_astream() -> None:
+    import asyncio
+
+    from agentloops import GuardTripped, InputGuard
+
+    async def main() -> list[Any]:
+        loop = PlainReAct(ScriptedModel([]), [], middleware=[InputGuard(lambda t, c: "no")])
+        return [item async for item in loop.astream("q")]
+
+    items = asyncio.run(main())
+    assert items[-1].stop_reason == "guardrail"  # type: ignore[union-attr]
+    assert [type(i).__name__ for i in items[:-1]] == ["RunStarted", "GuardTripped", "RunFinished"]
+    assert isinstance(items[1], GuardTripped) and items[1].reason == "no"

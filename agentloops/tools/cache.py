@@ -5,7 +5,8 @@ A cache is consulted where the tool runs (`ToolRegistry.call`), never in a run's
 a durable run journals a cached outcome like any other, and a replay answers from the
 journal, never from the cache. An error result is never kept.
 
-Rule: it knows tool outcomes and a clock; no loop, no driver, no store.
+Rule: it knows tool outcomes and a clock; no loop, no driver; a store only as the object
+its `tool_results()` gives (`agentloops.journal.tool_results`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from agentloops.messages import ToolOutcome
 
 
 class ToolCache:
-    """Results of read-only tools, in this process's memory, for `ttl` seconds.
+    """Results of read-only tools, for `ttl` seconds: in this process's memory, or on a
+    run store (`store=`), shared by every process that uses it.
 
     Give one per tool (`@tool(cache=ToolCache(ttl=60))`), one to several tools, or to a
     loop's middleware for named tools (`agentloops.CachedTools`). Thread-safe. A copy sent
@@ -31,7 +33,10 @@ class ToolCache:
     Args:
         ttl: seconds a result is kept (`None`: until it is pushed out by newer ones).
         max_entries: how many results are kept at most (the oldest used goes first).
-        clock: `time.monotonic` (tests pass a fake).
+        clock: `time.monotonic` (`time.time` with a store: processes share its times;
+            tests pass a fake).
+        store: a run store (`MemoryStore`, `SQLiteStore`, `PostgresStore`) to keep the
+            results in, in a table of their own (`max_entries` does not apply there).
 
     Examples:
         >>> from agentloops import ToolOutcome
@@ -50,7 +55,8 @@ class ToolCache:
         ttl: float | None = None,
         *,
         max_entries: int = 1024,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] | None = None,
+        store: Any = None,
     ):
         if ttl is not None and not ttl > 0:
             raise ConfigurationError(f"ToolCache ttl must be > 0 seconds, got {ttl}")
@@ -58,7 +64,14 @@ class ToolCache:
             raise ConfigurationError(f"ToolCache max_entries must be >= 1, got {max_entries}")
         self.ttl = ttl
         self.max_entries = max_entries
-        self.clock = clock
+        self.clock = clock or (time.monotonic if store is None else time.time)
+        self.store = store
+        self._table: Any = None
+        if store is not None:
+            results = getattr(store, "tool_results", None)
+            if results is None:
+                raise ConfigurationError(f"ToolCache store= must be a run store, got {store!r}")
+            self._table = results()
         self.hits = 0
         self.misses = 0
         self._entries: OrderedDict[str, tuple[float | None, ToolOutcome]] = OrderedDict()
@@ -67,6 +80,14 @@ class ToolCache:
     def get(self, name: str, args: Mapping[str, Any]) -> ToolOutcome | None:
         """The kept result of tool `name` called with `args`, if one is still fresh."""
         key = cache_key(name, args)
+        if self._table is not None:
+            kept = self._table.get(key, self.clock())
+            with self._lock:
+                if kept is None:
+                    self.misses += 1
+                    return None
+                self.hits += 1
+            return ToolOutcome(content=kept[0], seconds=kept[1])
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None:
@@ -85,6 +106,9 @@ class ToolCache:
             return
         expires = None if self.ttl is None else self.clock() + self.ttl
         key = cache_key(name, args)
+        if self._table is not None:
+            self._table.put(key, (outcome.content, outcome.seconds), expires)
+            return
         with self._lock:
             self._entries[key] = (expires, outcome)
             self._entries.move_to_end(key)
@@ -92,6 +116,8 @@ class ToolCache:
                 self._entries.popitem(last=False)
 
     def clear(self) -> None:
+        if self._table is not None:
+            self._table.clear()
         with self._lock:
             self._entries.clear()
 
@@ -102,18 +128,21 @@ class ToolCache:
         return True  # an empty cache is still a cache
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # Another process gets an empty cache of the same settings (a lock does not travel).
-        return (_empty, (self.ttl, self.max_entries, self.clock))
+        # Another process gets an empty cache of the same settings (a lock does not travel),
+        # or the same store's.
+        return (_empty, (self.ttl, self.max_entries, self.clock, self.store))
 
     def __repr__(self) -> str:
         return f"ToolCache(ttl={self.ttl!r}, entries={len(self._entries)})"
 
 
-def _empty(ttl: float | None, max_entries: int, clock: Callable[[], float]) -> ToolCache:
-    return ToolCache(ttl, max_entries=max_entries, clock=clock)
+def _empty(
+    ttl: float | None, max_entries: int, clock: Callable[[], float], store: Any
+) -> ToolCache:
+    return ToolCache(ttl, max_entries=max_entries, clock=clock, store=store)
 
 
 def cache_key(name: str, args: Mapping[str, Any]) -> str:
     """A call's key: the tool's name and its arguments as canonical JSON."""
     text = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return f"{name}\x00{text}"
+    return f"{name}:{text}"  # a tool's name has no ":" (`a-z A-Z 0-9 _ -`)

@@ -145,3 +145,34 @@ def test_a_durable_replay_never_consults_the_cache() -> None:
     clock.now = 1000.0
     assert loop.resume("r1").answer == "A."
     assert (cache.hits, cache.misses) == (hits, misses) and runs == ["AAPL"]
+
+
+def test_a_cache_on_a_run_store_is_shared_by_every_cache_on_it(durable_store: Any) -> None:
+    """Two caches on one store (two processes, say) see each other's results; the TTL
+    holds on the clock they share; an error is not kept there either."""
+    clock = Clock()
+    first = ToolCache(ttl=60, store=durable_store, clock=clock)
+    second = ToolCache(ttl=60, store=durable_store, clock=clock)
+    first.put("price", {"ticker": "AAPL"}, ToolOutcome(content="187.2", seconds=0.5))
+    first.put("price", {"ticker": "BAD"}, ToolOutcome(content="down", is_error=True))
+    kept = second.get("price", {"ticker": "AAPL"})
+    assert kept is not None and (kept.content, kept.seconds) == ("187.2", 0.5)
+    assert second.get("price", {"ticker": "BAD"}) is None
+    clock.now = 60.0
+    assert second.get("price", {"ticker": "AAPL"}) is None
+    first.put("price", {"ticker": "AAPL"}, ToolOutcome(content="188.0"))
+    assert second.get("price", {"ticker": "AAPL"}).content == "188.0"  # type: ignore[union-attr]
+    second.clear()
+    assert first.get("price", {"ticker": "AAPL"}) is None
+
+
+def test_a_loop_uses_a_cache_on_its_store(tmp_path: Any) -> None:
+    from agentloops.journal import SQLiteStore
+
+    with SQLiteStore(tmp_path / "runs.db") as store:
+        price, runs = counted(ToolCache(ttl=60, store=store))
+        model = ScriptedModel([use_tools(("price", {"ticker": "AAPL"})) for _ in range(2)] + ["A."])
+        assert PlainReAct(model, [price], store=store).run("q").answer == "A."
+        assert runs == ["AAPL"]
+        with pytest.raises(ConfigurationError, match="must be a run store"):
+            ToolCache(store=object())

@@ -128,10 +128,12 @@ class _Wrap:
         self.states: dict[int, dict[str, Any]] = {id(m): {} for m in chain.items}
         self.events: list[Event] = []
         self.role, self.step = "", 0
-        self.started: dict[str, tuple[ToolCall, int, str]] = {}
-        """Call id -> (the call as run, how deep in the chain it went, its run id)."""
-        self.answered: deque[tuple[str, ToolOutcome]] = deque()
-        """Calls answered by a `before_tool`, waiting for the machine's `NextTool`."""
+        self.started: dict[tuple[str, str], tuple[ToolCall, int]] = {}
+        """(run id, call id) -> (the call as run, how deep in the chain it went); a
+        Plan-and-Execute step's calls pass through with the step's run id."""
+        self.answered: deque[tuple[str, str, ToolOutcome]] = deque()
+        """(run id, call id, outcome) of calls a `before_tool` answered, waiting for their
+        run's `NextTool`."""
         self.stop: Stop | None = None
         self.trip: GuardrailTripped | None = None
         self.hook: object = None
@@ -207,9 +209,14 @@ class _Wrap:
                 raise
             request = retry
             response = yield dataclasses.replace(effect, request=retry)  # once more, at most
-        for m in chain.after_model:
-            ctx = self.context(m, "after_model", effect, effect.run_id)
-            response = yield from self.value(m.after_model(request, response, ctx))
+        try:
+            for m in chain.after_model:
+                ctx = self.context(m, "after_model", effect, effect.run_id)
+                response = yield from self.value(m.after_model(request, response, ctx))
+        except GuardrailTripped:  # the machine never gets the reply: it counts here
+            if self.totals is not None:
+                self.totals.spend(response.usage)
+            raise
         return response
 
     def value(self, returned: Any) -> Machine[Any]:
@@ -244,8 +251,8 @@ class _Wrap:
             ctx = self.context(m, "before_tool", None, run_id, cache=cache)
             changed = yield from self.value(m.before_tool(call, ctx))
             if isinstance(changed, ToolOutcome):  # answered here: the call is not run
-                self.answered.append((call.id, changed))
-                self.started[call.id] = (call, i + 1, run_id)
+                self.answered.append((run_id, call.id, changed))
+                self.started[run_id, call.id] = (call, i + 1)
                 return None
             if changed.id != call.id:
                 raise ConfigurationError(
@@ -254,19 +261,22 @@ class _Wrap:
             call = changed
         if call is not effect.call or cache:
             effect = dataclasses.replace(effect, call=call, cache=cache[-1] if cache else None)
-        self.started[call.id] = (call, depth, run_id)
+        self.started[run_id, call.id] = (call, depth)
         yield effect
         return None
 
     def next(self, effect: NextTool) -> Machine[tuple[str, ToolOutcome]]:
-        if self.answered:
-            call_id, outcome = self.answered.popleft()
+        run_id = effect.run_id
+        answered = next((a for a in self.answered if a[0] == run_id), None)
+        if answered is not None:
+            self.answered.remove(answered)
+            _, call_id, outcome = answered
         else:
             call_id, outcome = yield effect
-        started = self.started.pop(call_id, None)
+        started = self.started.pop((run_id, call_id), None)
         if started is None:
             return call_id, outcome
-        call, depth, run_id = started
+        call, depth = started
         for i, m in self.chain.after_tool:
             if i < depth:
                 ctx = self.context(m, "after_tool", None, run_id)

@@ -17,11 +17,12 @@ from agentloops import (
     OutputGuard,
     ToolCall,
     ToolGuard,
+    Usage,
     tool,
 )
 from agentloops import ReActLoop as PlainReAct
 from agentloops.journal import MemoryStore
-from agentloops.testing import FunctionModel, ScriptedModel, respond_structured, use_tools
+from agentloops.testing import FunctionModel, ScriptedModel, respond, respond_structured, use_tools
 
 ASKED: list[Any] = []
 
@@ -75,10 +76,12 @@ def test_an_input_guard_checks_once_and_passes(ReActLoop: Any) -> None:
 
 
 def test_an_output_guard_stops_a_run_whose_answer_trips(ReActLoop: Any) -> None:
-    model = ScriptedModel([use_tools(("look", {"key": "a"})), "The secret is A."])
+    answer = respond("The secret is A.", usage=Usage(output_tokens=5))
+    model = ScriptedModel([use_tools(("look", {"key": "a"})), answer])
     result = ReActLoop(model, [look], middleware=[OutputGuard(no_secrets)]).run("Find a.")
     assert result.stop_reason == "guardrail" and result.answer == ""
     assert ASKED == ["The secret is A."]  # the turn that called a tool was not an answer
+    assert result.model_calls == 2 and result.usage.output_tokens == 5  # the refused reply's
 
 
 def test_a_tool_guard_turns_a_call_into_an_error_result_and_the_run_goes_on(

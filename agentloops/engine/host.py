@@ -63,10 +63,10 @@ class ToolHost:
 
     def call(self, effect: StartTool) -> ToolOutcome:
         """One call, here, with its idempotency key set for the tool to read."""
-        call, cache = effect.call, effect.cache
-        if cache is None:
+        call = effect.call
+        if effect.cache is None:
             return self.registry.call(call.name, call.args, key=effect.call_key)
-        return self.registry.call(call.name, call.args, key=effect.call_key, cache=cache)
+        return self.registry.call(call.name, call.args, key=effect.call_key, cache=effect.cache)
 
     async def acall(self, effect: StartTool) -> ToolOutcome:
         """One call under asyncio (an `async def` tool on the loop, a sync one in a

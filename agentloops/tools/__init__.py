@@ -370,6 +370,10 @@ def _copied(args: dict[str, Any]) -> dict[str, Any]:
     return args
 
 
+_UNCACHED: Any = ToolCache()
+"""Given as `cache=` by a cached call to run the tool itself (never read or written)."""
+
+
 @runtime_checkable
 class Toolset(Protocol):
     """Tools from elsewhere (an MCP server) whose set may change while a loop runs.
@@ -558,7 +562,7 @@ class ToolRegistry:
         args: dict[str, Any],
         *,
         key: str | None = None,
-        cache: ToolCache | Literal[False] | None = None,
+        cache: ToolCache | None = None,
     ) -> ToolOutcome:
         """Run one tool and wait for it. Never raises for the tool's own failure.
 
@@ -569,15 +573,15 @@ class ToolRegistry:
 
         `key` is the call's idempotency key: what `idempotency_key()` returns while the
         tool runs (the one place it is set; a loop's drivers give it). `cache`: where the
-        result may come from and is kept (default: the tool's own `cache`; `False`: none).
+        result may come from and is kept (default: the tool's own `cache`).
         """
         start = time.perf_counter()
         ready = self._prepare(name, args, start)
         if isinstance(ready, ToolOutcome):
             return ready
         t, kwargs = ready
-        use = t.cache if cache is None else cache
-        if use is not None and use is not False:
+        use = cache or t.cache  # on every tool call's path: the fewest steps when neither is
+        if use and use is not _UNCACHED:  # set (a ToolCache is always true)
             return self._cached(use, name, args, key)
         token = None if key is None else _CALL_KEY.set(key)
         try:
@@ -606,7 +610,7 @@ class ToolRegistry:
         args: dict[str, Any],
         *,
         key: str | None = None,
-        cache: ToolCache | Literal[False] | None = None,
+        cache: ToolCache | None = None,
     ) -> ToolOutcome:
         """Run one tool from async code: an `async def` tool is awaited on the running
         event loop, a sync one runs on a thread so the loop never blocks.
@@ -622,12 +626,12 @@ class ToolRegistry:
         if isinstance(ready, ToolOutcome):
             return ready
         t, kwargs = ready
-        use = t.cache if cache is None else cache
-        if use is not None and use is not False:
+        use = cache or t.cache
+        if use and use is not _UNCACHED:
             hit = use.get(name, args)
             if hit is not None:
                 return hit
-            outcome = await self.acall(name, args, key=key, cache=False)
+            outcome = await self.acall(name, args, key=key, cache=_UNCACHED)
             use.put(name, args, outcome)
             return outcome
         token = None if key is None else _CALL_KEY.set(key)
@@ -656,7 +660,7 @@ class ToolRegistry:
         hit = cache.get(name, args)
         if hit is not None:
             return hit
-        outcome = self.call(name, args, key=key, cache=False)
+        outcome = self.call(name, args, key=key, cache=_UNCACHED)
         cache.put(name, args, outcome)
         return outcome
 

@@ -448,3 +448,18 @@ def test_guards_and_hooks_run_the_same_under_astream() -> None:
     assert items[-1].stop_reason == "guardrail"  # type: ignore[union-attr]
     assert [type(i).__name__ for i in items[:-1]] == ["RunStarted", "GuardTripped", "RunFinished"]
     assert isinstance(items[1], GuardTripped) and items[1].reason == "no"
+
+
+def test_a_fork_replays_the_hooks_and_goes_on_where_they_were(ReActLoop: Any) -> None:
+    """The fork's machine replays the source's records through the chain, so the hooks'
+    state (a count of calls here) goes on from where the source was at `at`."""
+    store = MemoryStore()
+    model = ScriptedModel([use_tools(("look", {"key": "a"})), "It is A."])
+    ReActLoop(model, [look], middleware=[Numbered()], store=store).run("Look.", run_id="r1")
+    at = next(r.seq for r in store.read("r1") if r.kind == "tool_finished")
+    fork_model = ScriptedModel(["A, as looked up."])
+    loop = ReActLoop(fork_model, [look], middleware=[Numbered()], store=store)
+    forked = loop.fork("r1", at=at, new_run_id="f1")
+    assert forked.answer == "A, as looked up."
+    assert fork_model.requests[0].messages[0].text.startswith("(call 2 of run f1, step 1)")
+    assert model.requests[1].messages[1:] == fork_model.requests[0].messages[1:]

@@ -375,7 +375,10 @@ class _Tools:
         if host.executor is None:
             return await host.acall(effect)
         caller = host.caller(call.name)
-        future = host.executor.submit(caller, call.name, call.args, key=effect.call_key)
+        keys: dict[str, Any] = {"key": effect.call_key}
+        if effect.cache is not None:  # a middleware's cache goes along
+            keys["cache"] = effect.cache
+        future = host.executor.submit(caller, call.name, call.args, **keys)
         try:
             return await asyncio.wrap_future(future)
         except asyncio.CancelledError as exc:

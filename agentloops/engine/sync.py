@@ -329,14 +329,21 @@ class _Tools:
         if self.observed:
             inbox.put(("event", _events.tool_started(e)))
         try:
-            key = e.call_key
+            # the key travels with the call (and a middleware's cache, when one was given)
+            keys: dict[str, Any] = {"key": e.call_key}
+            if e.cache is not None:
+                keys["cache"] = e.cache
             if isinstance(executor, ThreadPoolExecutor):  # the caller's contextvars go along
                 ctx = contextvars.copy_context()
                 future: Future[ToolOutcome] = executor.submit(
-                    ctx.run, caller, call.name, call.args, key=key
+                    ctx.run,  # type: ignore[arg-type]
+                    caller,
+                    call.name,
+                    call.args,
+                    **keys,
                 )
-            else:  # the key travels with the call to a remote worker
-                future = executor.submit(caller, call.name, call.args, key=key)
+            else:  # to a remote worker
+                future = executor.submit(caller, call.name, call.args, **keys)
         except Exception as exc:  # e.g. an executor that is shut down
             future = Future()
             future.set_exception(exc)

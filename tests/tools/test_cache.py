@@ -176,3 +176,23 @@ def test_a_loop_uses_a_cache_on_its_store(tmp_path: Any) -> None:
         assert runs == ["AAPL"]
         with pytest.raises(ConfigurationError, match="must be a run store"):
             ToolCache(store=object())
+
+
+def test_a_middlewares_cache_goes_with_calls_to_an_executor(ReWOOPipeline: Any) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from agentloops.testing import respond_structured
+
+    price, runs = counted()
+    steps = [
+        {"step_id": f"#E{i}", "description": "price", "tool_name": "price",
+         "tool_args": {"ticker": "AAPL"}, "depends_on": [f"#E{i - 1}"] if i > 1 else []}
+        for i in (1, 2)
+    ]  # fmt: skip
+    model = ScriptedModel([respond_structured({"steps": steps}), "AAPL 187.2"])
+    with ThreadPoolExecutor(2) as executor:
+        rewoo = ReWOOPipeline(
+            model, [price], executor=executor, middleware=[CachedTools(["price"], ToolCache())]
+        )
+        assert rewoo.run("q").answer == "AAPL 187.2"
+    assert runs == ["AAPL"]  # the second step was answered from the cache

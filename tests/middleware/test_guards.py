@@ -238,3 +238,18 @@ def test_a_parallel_guards_verdict_and_its_call_are_journaled(ReActLoop: Any) ->
     data = [r.data for r in store.read("r2") if r.kind == "guard_checked"]
     assert data[0]["reason"] == "mentions a secret"
     assert "model" not in [r.kind for r in store.read("r2")]
+
+
+def test_a_journals_trips_replay_as_events() -> None:
+    from agentloops.events import replay_events
+
+    store = MemoryStore()
+    model = ScriptedModel([use_tools(("look", {"key": "a"})), "Done."])
+    loop = PlainReAct(model, [look], middleware=[ToolGuard(no_secrets, on="result")], store=store)
+    loop.run("q", run_id="r1")
+    tripped = [
+        e for e in replay_events(store.read("r1"), loop="react") if isinstance(e, GuardTripped)
+    ]
+    assert [(e.guard, e.stage, e.reason, e.run_id) for e in tripped] == [
+        ("ToolGuard", "tool_result", "mentions a secret", "r1")
+    ]

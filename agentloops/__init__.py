@@ -26,6 +26,7 @@ from agentloops.errors import (
     DeadlineExceeded,
     DecisionRefused,
     EmptyReply,
+    GuardrailTripped,
     HandoffCycle,
     InvalidOutput,
     JournalConflict,
@@ -51,6 +52,7 @@ from agentloops.events import (
     ApprovalRequested,
     Event,
     EventSink,
+    GuardTripped,
     JSONLSink,
     ModelCallFinished,
     ModelCallStarted,
@@ -79,6 +81,14 @@ from agentloops.messages import (
     ToolOutcome,
     ToolResult,
     validate_transcript,
+)
+from agentloops.middleware import (
+    CachedTools,
+    InputGuard,
+    Middleware,
+    MiddlewareContext,
+    OutputGuard,
+    ToolGuard,
 )
 from agentloops.model import (
     AsyncModelClient,
@@ -112,6 +122,7 @@ from agentloops.tools import (
     idempotency_key,
     tool,
 )
+from agentloops.tools.cache import ToolCache
 from agentloops.usage import Price, Usage
 
 __version__ = "0.1.0"
@@ -229,6 +240,7 @@ __all__ = [
     "BatchItem",
     "Block",
     "BudgetExceeded",
+    "CachedTools",
     "CallInDoubt",
     "Cassette",
     "CassetteError",
@@ -250,8 +262,11 @@ __all__ = [
     "EventReplay",
     "EventSink",
     "FallbackModel",
+    "GuardTripped",
+    "GuardrailTripped",
     "Handoff",
     "HandoffCycle",
+    "InputGuard",
     "InvalidOutput",
     "JSONLSink",
     "JournalConflict",
@@ -264,6 +279,8 @@ __all__ = [
     "MemoryCheckpointer",
     "MemoryStore",
     "Message",
+    "Middleware",
+    "MiddlewareContext",
     "ModelAttempt",
     "ModelCallFinished",
     "ModelCallStarted",
@@ -277,6 +294,7 @@ __all__ = [
     "OpenAICompatModel",
     "OutputContext",
     "OutputDelta",
+    "OutputGuard",
     "OutputSchema",
     "OutputTruncated",
     "OutputValidator",
@@ -326,10 +344,12 @@ __all__ = [
     "ThinkingDelta",
     "ThreadSettings",
     "Tool",
+    "ToolCache",
     "ToolCall",
     "ToolCallDelta",
     "ToolCallFinished",
     "ToolCallStarted",
+    "ToolGuard",
     "ToolOptions",
     "ToolOutcome",
     "ToolRegistry",

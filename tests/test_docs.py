@@ -34,6 +34,7 @@ RUNNABLE = [
     "checkpoints.md",
     "compare.md",
     "durability.md",
+    "middleware.md",
     "models.md",
     "multi-agent.md",
     "operations.md",

@@ -11,7 +11,8 @@ import inspect
 from typing import Any
 
 from agentloops import _pool
-from agentloops.engine.effects import CallModel, CheckOutput, Decide, Emit, StartTool
+from agentloops.engine.effects import CallModel, CheckGuard, CheckOutput, Decide, Emit, StartTool
+from agentloops.errors import ConfigurationError, GuardrailTripped
 from agentloops.events import (
     Event,
     ModelCallFinished,
@@ -115,7 +116,7 @@ class Halt:
             raise self.error
 
 
-HALTS_AT = (CallModel, CheckOutput, Decide, Emit)
+HALTS_AT = (CallModel, CheckOutput, CheckGuard, Decide, Emit)
 """The effects a failed sink's error is raised at (a wait for a tool call: when none is in)."""
 
 
@@ -137,6 +138,47 @@ async def acheck(effect: CheckOutput) -> Any:
     if inspect.isawaitable(value):
         value = await value
     return value
+
+
+def guard(effect: CheckGuard) -> str | None:
+    """Perform a guard's check here (an async one runs to completion): why it trips, or
+    `None`."""
+    try:
+        verdict = effect.check(effect.value, effect.context)
+        if inspect.isawaitable(verdict):
+            verdict = finish(_awaited(verdict))
+    except GuardrailTripped as tripped:
+        return tripped.reason
+    return _reason(effect, verdict)
+
+
+async def aguard(effect: CheckGuard) -> str | None:
+    """`guard` on the event loop: an async check is awaited, a sync one runs on agentloops'
+    pool (as a sync tool does)."""
+    check = effect.check
+    try:
+        if inspect.iscoroutinefunction(check):
+            verdict = await check(effect.value, effect.context)
+        else:
+            verdict = await _pool.call(check, effect.value, effect.context)
+            if inspect.isawaitable(verdict):
+                verdict = await verdict
+    except GuardrailTripped as tripped:
+        return tripped.reason
+    return _reason(effect, verdict)
+
+
+def _reason(effect: CheckGuard, verdict: Any) -> str | None:
+    if verdict is None or (isinstance(verdict, str) and verdict):
+        return verdict
+    raise ConfigurationError(
+        f"guard {effect.guard!r}: a check returns None (pass) or a reason (a non-empty "
+        f"string), got {verdict!r}"
+    )
+
+
+def tripped(effect: CheckGuard, reason: str) -> GuardrailTripped:
+    return GuardrailTripped(reason, guard=effect.guard, stage=effect.stage)
 
 
 async def _awaited(value: Any) -> Any:

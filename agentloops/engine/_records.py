@@ -77,6 +77,11 @@ _DECISION = {"approved": bool, "name": str, "args": dict, "by?": str}
 SCHEMAS: dict[str, tuple[dict[str, Any], bool]] = {
     # kind: (the data's schema, whether the record must have a key)
     "model": ({"run": str, "step": _Count, "response": _RESPONSE}, False),
+    # A model call that failed; replayed as its error when a retry followed it.
+    "model_failed": (
+        {"run": str, "step": _Count, "error": {"message": str, "kind": str, "status?": _Count}},
+        False,
+    ),
     "tool_started": (_CALL, True),
     "tool_finished": (
         {
@@ -91,6 +96,11 @@ SCHEMAS: dict[str, tuple[dict[str, Any], bool]] = {
     "doubt_decision": (_DECISION, True),
     # An output validator's verdict: the value it kept (JSON), or its ModelRetry message.
     "output_checked": ({"run": str, "step": _Count, "value?": _Any, "retry?": str}, False),
+    # A guard's verdict: the reason it tripped, or none (it passed).
+    "guard_checked": (
+        {"run": str, "step": _Count, "guard": str, "stage": str, "reason?": str},
+        False,
+    ),
     "settings_changed": ({"changed": [str], "by": str}, False),
     "failed": ({"error": str}, False),
     "result": ({"stop_reason": str, "answer": str}, False),

@@ -32,6 +32,7 @@ from agentloops.engine._hosting import Job
 from agentloops.engine._partial import PartialOutput
 from agentloops.engine.effects import (
     CallModel,
+    CheckGuard,
     CheckOutput,
     Decide,
     Emit,
@@ -120,6 +121,15 @@ async def drive(
                     await _pool.call(effect.write, effect.entries, effect.status, pool=_pool.own)  # type: ignore[union-attr]
                 elif kind is CheckOutput:
                     outcome = await _events.acheck(effect)  # type: ignore[arg-type]
+                elif kind is CheckGuard:
+                    if effect.call is None:  # type: ignore[union-attr]
+                        outcome = await _events.aguard(effect)  # type: ignore[arg-type]
+                    else:
+                        async for part in _guarded(effect, observed, streaming, halt):  # type: ignore[arg-type]
+                            if type(part) is ModelResponse:
+                                outcome = part
+                            else:
+                                yield part  # type: ignore[misc]
                 elif kind is not Decide:  # Decide: nobody to ask in a plain run
                     raise TypeError(f"not an effect: {effect!r}")
             except Exception as exc:  # the machine decides: attach its partial result, raise
@@ -175,6 +185,44 @@ async def _call_model(
     if observed:
         yield _events.model_finished(effect, response, time.perf_counter() - start)
     yield response
+
+
+_END = object()
+
+
+async def _guarded(
+    effect: CheckGuard, observed: bool, streaming: bool, halt: _events.Halt | None
+) -> AsyncIterator[Event | ModelResponse]:
+    """A guard's check and its model call at the same time: the call is cancelled when the
+    check trips (or fails); its events and deltas wait for the check's verdict."""
+    call = effect.call
+    assert call is not None
+    parts: asyncio.Queue[Any] = asyncio.Queue()
+
+    async def pump() -> None:
+        try:
+            async for part in _call_model(call, observed, streaming, halt):
+                parts.put_nowait(part)
+        except Exception as exc:  # handed on after the verdict: a trip beats a failure
+            parts.put_nowait(exc)
+        parts.put_nowait(_END)
+
+    loop = asyncio.get_running_loop()
+    check = loop.create_task(_events.aguard(effect))
+    calling = loop.create_task(pump())
+    try:
+        reason = await check
+        if reason is not None:
+            raise _events.tripped(effect, reason)
+        while (part := await parts.get()) is not _END:
+            if isinstance(part, Exception):
+                raise part
+            yield part
+    finally:
+        for task in (check, calling):
+            if not task.done():
+                task.cancel()
+        await asyncio.gather(check, calling, return_exceptions=True)
 
 
 class _Tools:
@@ -327,7 +375,10 @@ class _Tools:
         if host.executor is None:
             return await host.acall(effect)
         caller = host.caller(call.name)
-        future = host.executor.submit(caller, call.name, call.args, key=effect.call_key)
+        keys: dict[str, Any] = {"key": effect.call_key}
+        if effect.cache is not None:  # a middleware's cache goes along
+            keys["cache"] = effect.cache
+        future = host.executor.submit(caller, call.name, call.args, **keys)
         try:
             return await asyncio.wrap_future(future)
         except asyncio.CancelledError as exc:

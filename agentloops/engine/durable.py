@@ -34,6 +34,7 @@ from typing import Any
 from agentloops.engine import _codec
 from agentloops.engine.effects import (
     CallModel,
+    CheckGuard,
     CheckOutput,
     Decide,
     Effect,
@@ -46,7 +47,14 @@ from agentloops.engine.effects import (
     call_key,
 )
 from agentloops.engine.subruns import paused
-from agentloops.errors import AgentLoopsError, CallInDoubt, CheckpointError, ModelRetry
+from agentloops.errors import (
+    AgentLoopsError,
+    CallInDoubt,
+    CheckpointError,
+    GuardrailTripped,
+    ModelError,
+    ModelRetry,
+)
 from agentloops.events import PlanMade, Replanned, StepFinished, StepStarted, event_to_dict
 from agentloops.journal import Entry, JournalRecord
 from agentloops.messages import ToolCall, ToolOutcome
@@ -60,6 +68,13 @@ journals still resume (docs/durability.md says how)."""
 
 CHECKED = "output_checked"
 """The journal kind of an output validator's verdict: the value it kept, or its retry."""
+
+GUARD = "guard_checked"
+"""The journal kind of a guard's verdict: the reason it tripped, or none (it passed)."""
+
+FAILED = "model_failed"
+"""The journal kind of a model call that failed (`ModelError`): replayed as that error
+when the run went on from it (a middleware answered it with a retry)."""
 
 DOUBT = "doubt_decision"
 """The journal kind of a person's decision on a call in doubt (an approval is "decision")."""
@@ -117,6 +132,8 @@ def journaled(
             if exc.result is not None:  # the partial result's, for the replayed RunFinished
                 why["stop_reason"] = exc.result.stop_reason
             failed = ("failed", why)
+            if pending and pending[-1][0] == FAILED:  # the error that ended it: `failed` says
+                pending.pop()
             with contextlib.suppress(Exception):  # if recording it fails, the first error counts
                 yield Journal(write, [*pending, failed], status)
             raise
@@ -136,8 +153,11 @@ class _Replay:
         self.tools = tools
         self.nonce = nonce
         self.observed = observed
-        self.models = deque(r for r in past if r.kind == "model")
+        self.models = deque(_model_records(past))
+        """The model calls' records: each reply, and each failure a middleware answered
+        with a retry (`FAILED`)."""
         self.checks = deque(r for r in past if r.kind == CHECKED)
+        self.guards = deque(r for r in past if r.kind == GUARD)
         self.events = sum(1 for r in past if r.kind == EVENT)
         """Journaled events the machine has not emitted again yet in this replay."""
         self.finished = {r.key: r for r in past if r.kind == "tool_finished"}
@@ -174,6 +194,8 @@ class _Replay:
             return (yield from self._decide(effect, pending, write))  # type: ignore[arg-type]
         if kind is CheckOutput:
             return (yield from self._check(effect, pending))  # type: ignore[arg-type]
+        if kind is CheckGuard:
+            return (yield from self._guard(effect, pending, write))  # type: ignore[arg-type]
         if kind is Emit:
             return (yield from self._emit(effect, pending))  # type: ignore[arg-type]
         return (yield effect)
@@ -204,18 +226,45 @@ class _Replay:
             data = record.data
             if (data["run"], data["step"]) != (effect.run_id, effect.step):
                 raise _mismatch(record, f"a model call of run {effect.run_id} step {effect.step}")
+            if record.kind == FAILED:
+                raise _codec.model_error_from_dict(data["error"])
             return _codec.response_from_dict(data["response"])
         yield from _flush(pending, write)
         self.live = True
-        started = time.perf_counter()
-        response = yield effect
-        seconds = round(time.perf_counter() - started, 6)
-        step = {"run": effect.run_id, "step": effect.step, "loop": effect.loop}
-        if effect.role:
-            step["role"] = effect.role
-        data = {**step, "seconds": seconds, "response": _codec.response_to_dict(response)}
-        pending.append(("model", data))
-        return response
+        return (yield from _called(effect, effect, pending))
+
+    def _guard(self, effect: CheckGuard, pending: list[Entry], write: Write) -> Machine[Any]:
+        """A guard's verdict (and, with its call, the call's reply): from the journal, or
+        asked now and recorded before the reply."""
+        call = effect.call
+        if self.guards:
+            record = self.guards.popleft()
+            data = record.data
+            if (data["run"], data["step"], data["guard"]) != (
+                effect.run_id,
+                effect.step,
+                effect.guard,
+            ):
+                raise _mismatch(record, f"guard {effect.guard!r} of run {effect.run_id}")
+            reason = data.get("reason")
+            if call is None:
+                return reason
+            if reason is not None:
+                raise GuardrailTripped(reason, guard=effect.guard, stage=effect.stage)
+            return (yield from self._model(call, pending, write))  # checked: the call alone
+        self.live = True
+        verdict = {"run": effect.run_id, "step": effect.step, "guard": effect.guard}
+        verdict["stage"] = effect.stage
+        if call is None:
+            reason = yield effect
+            pending.append((GUARD, verdict if reason is None else {**verdict, "reason": reason}))
+            return reason
+        yield from _flush(pending, write)
+        try:
+            return (yield from _called(effect, call, pending, (GUARD, verdict)))
+        except GuardrailTripped as tripped:
+            pending.append((GUARD, {**verdict, "reason": tripped.reason}))
+            raise
 
     def _check(self, effect: CheckOutput, pending: list[Entry]) -> Machine[Any]:
         """An output validator's verdict: from the journal, or asked now and recorded (as
@@ -359,6 +408,56 @@ class _Replay:
             pending.append(("approval_requested", data, asked))
         yield from _flush(pending, write)
         return None  # no decision at hand: the machine pauses the run
+
+
+def _called(
+    effect: CallModel | CheckGuard,
+    call: CallModel,
+    pending: list[Entry],
+    first: Entry | None = None,
+) -> Machine[Any]:
+    """Perform `effect` (the model call `call`, or a guard's check with it) live, and record
+    the reply or the failure (after `first`, the guard's passing verdict, when given)."""
+    started = time.perf_counter()
+    step = {"run": call.run_id, "step": call.step, "loop": call.loop}
+    if call.role:
+        step["role"] = call.role
+    try:
+        response = yield effect
+    except ModelError as exc:  # kept: a middleware may answer it with another request
+        if first is not None:
+            pending.append(first)
+        pending.append((FAILED, {**step, "error": _codec.model_error_to_dict(exc)}))
+        raise
+    seconds = round(time.perf_counter() - started, 6)
+    data = {**step, "seconds": seconds, "response": _codec.response_to_dict(response)}
+    if first is not None:
+        pending.append(first)
+    pending.append(("model", data))
+    return response
+
+
+def _model_records(past: Sequence[JournalRecord]) -> list[JournalRecord]:
+    """The model calls' records a replay answers from, in order: every reply, and every
+    failure the run went on from (a middleware's retry followed it). A failure that ended
+    its session (a `failed` or `result` record came before the next model call) is not
+    replayed: the resumed run calls the model again."""
+    kept: list[JournalRecord] = []
+    failure: JournalRecord | None = None
+    for record in past:
+        if record.kind in ("failed", "result"):  # where a session ended
+            failure = None
+        elif record.kind in ("model", FAILED):
+            if failure is not None:
+                kept.append(failure)
+            failure = None
+            if record.kind == "model":
+                kept.append(record)
+            else:
+                failure = record
+    if failure is not None:  # the last thing: the session stopped at it (killed)
+        kept.append(failure)
+    return kept
 
 
 def _ended(past: Sequence[JournalRecord]) -> str | None:

@@ -11,11 +11,14 @@ journal of them.
 |-------------|---------------------------------------------------|------------------------------|
 | `CallModel` | calls `client` (streaming it when someone listens) | the `ModelResponse`          |
 | `CheckOutput` | calls the output validator (awaits an async one)  | the value it returns         |
+| `CheckGuard` | calls a guard's check (with a `call`: alongside it) | why it trips, or `None` [1] |
 | `StartTool` | starts the call (queued: a lone call runs inline)  | `None`                       |
 | `NextTool`  | waits for a started call to finish                 | `(call_id, ToolOutcome)`     |
 | `Decide`    | looks for human decisions on the calls            | `{call_id: bool}`, or `None` |
 | `Journal`   | appends records to a durable run's journal        | `None`                       |
 | `Emit`      | hands the event to the sink                       | `None`                       |
+
+[1] With a `call`, the call's `ModelResponse`; a trip is thrown back as `GuardrailTripped`.
 
 A call of an agent tool (or a handoff) is a sub-run: the driver drives its machine itself,
 and the call's outcome carries the sub-run (`ToolOutcome.run`).
@@ -34,6 +37,7 @@ from agentloops.model import ModelClient, ModelRequest, ModelResponse
 
 if TYPE_CHECKING:
     from agentloops.events import Event
+    from agentloops.tools.cache import ToolCache
     from agentloops.usage import Price
 
 R = TypeVar("R")
@@ -96,6 +100,29 @@ class CheckOutput:
 
 
 @dataclass(slots=True)
+class CheckGuard:
+    """Call a guard's `check(value, context)` (sync or async): the outcome is the reason it
+    trips (a `GuardrailTripped` it raises counts as its reason), or `None` when it passes.
+
+    With `call`, the check runs alongside that model call: under asyncio at the same time,
+    the call cancelled when the check trips; under the sync driver first. The outcome is
+    then the call's response, and a trip is thrown back as `GuardrailTripped`."""
+
+    check: Callable[[Any, Any], Any]
+    value: Any
+    context: Any
+    """The check's second argument (an `agentloops.MiddlewareContext`)."""
+    guard: str
+    """The guard's name (the journal's record, the event)."""
+    stage: str
+    loop: str
+    run_id: str
+    step: int
+    """The model call the check belongs to (matches the journal on replay)."""
+    call: CallModel | None = None
+
+
+@dataclass(slots=True)
 class SubStart:
     """How the sub-run of a hosted call (an agent tool, a handoff) starts when not from the
     call's arguments alone."""
@@ -127,6 +154,9 @@ class StartTool:
     start: SubStart | None = None
     """For a hosted call (an agent tool, a handoff): how its sub-run starts, when not from
     the arguments (a handoff's transcript, a paused sub-run resumed)."""
+    cache: ToolCache | None = None
+    """Where the call's result may come from, and is kept, besides its tool's own cache
+    (set by a middleware: `agentloops.CachedTools`); consulted where the tool runs."""
 
     @property
     def call_key(self) -> str:
@@ -170,7 +200,7 @@ class Emit:
     event: Event
 
 
-Effect = CallModel | CheckOutput | StartTool | NextTool | Decide | Journal | Emit
+Effect = CallModel | CheckOutput | CheckGuard | StartTool | NextTool | Decide | Journal | Emit
 
 Machine = Generator[Effect, Any, R]
 """A step machine that returns `R` (a run's result) when it is done."""

@@ -64,13 +64,17 @@ class ToolHost:
     def call(self, effect: StartTool) -> ToolOutcome:
         """One call, here, with its idempotency key set for the tool to read."""
         call = effect.call
-        return self.registry.call(call.name, call.args, key=effect.call_key)
+        if effect.cache is None:
+            return self.registry.call(call.name, call.args, key=effect.call_key)
+        return self.registry.call(call.name, call.args, key=effect.call_key, cache=effect.cache)
 
     async def acall(self, effect: StartTool) -> ToolOutcome:
         """One call under asyncio (an `async def` tool on the loop, a sync one in a
         thread), with its idempotency key set."""
         call = effect.call
-        return await self.registry.acall(call.name, call.args, key=effect.call_key)
+        return await self.registry.acall(
+            call.name, call.args, key=effect.call_key, cache=effect.cache
+        )
 
 
 NO_TOOLS = ToolHost(ToolRegistry())

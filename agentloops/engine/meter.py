@@ -12,7 +12,8 @@ stop is thrown into the machine as `Stop`: every loop's `lifecycle` turns it int
 loop's partial result with that stop reason, and this wrapper returns that result instead
 of raising.
 
-Rule: it knows no loop: only `CallModel` effects, their replies, and the `Stop` it throws.
+Rule: it knows no loop: only `CallModel` effects (alone, or alongside a guard's check), their
+replies, and the `Stop` it throws.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from agentloops.engine.effects import CallModel, Machine, R
+from agentloops.engine.effects import CallModel, CheckGuard, Machine, R
 from agentloops.engine.runs import Stop
 from agentloops.errors import ConfigurationError, ModelError
 from agentloops.usage import Amount, Price, Usage, as_money
@@ -113,17 +114,21 @@ def _metered(machine: Machine[R], meter: Meter) -> Machine[R]:
             return _priced(partial, meter)
         outcome, error = None, None
         kind = type(effect)
-        if kind is CallModel:
+        guarded = kind is CheckGuard and effect.call is not None  # type: ignore[union-attr]
+        if kind is CallModel or guarded:
             stop = meter.stop_before_call()
             if stop is not None:
                 error = stop
                 continue
+            call: CallModel = effect.call if guarded else effect  # type: ignore[union-attr,assignment]
             left = meter.left()
             if left is not None:  # the call gets what is left of the run's time
-                request = dataclasses.replace(effect.request, timeout=left)  # type: ignore[union-attr]
-                effect = dataclasses.replace(effect, request=request, pricer=pricer)  # type: ignore[arg-type]
+                request = dataclasses.replace(call.request, timeout=left)
+                call = dataclasses.replace(call, request=request, pricer=pricer)
             elif pricer is not None:
-                effect = dataclasses.replace(effect, pricer=pricer)  # type: ignore[arg-type]
+                call = dataclasses.replace(call, pricer=pricer)
+            # a guard's check alongside the call: the same guard, with the metered call
+            effect = dataclasses.replace(effect, call=call) if guarded else call  # type: ignore[arg-type]
             try:
                 outcome = yield effect
             except ModelError as exc:  # a call cut short by the deadline: the run's stop
@@ -134,7 +139,7 @@ def _metered(machine: Machine[R], meter: Meter) -> Machine[R]:
                 error = exc
                 continue
             if pricer is not None:
-                meter.charge(effect, pricer(outcome), outcome.usage)  # type: ignore[arg-type]
+                meter.charge(call, pricer(outcome), outcome.usage)
             continue
         try:
             outcome = yield effect

@@ -23,7 +23,15 @@ from agentloops import _pool
 from agentloops.engine import _fingerprint, session, streams, sync
 from agentloops.engine.decisions import Decisions
 from agentloops.engine.durable import journaled
-from agentloops.engine.effects import CallModel, CheckOutput, Machine, NextTool, R, StartTool
+from agentloops.engine.effects import (
+    CallModel,
+    CheckGuard,
+    CheckOutput,
+    Machine,
+    NextTool,
+    R,
+    StartTool,
+)
 from agentloops.engine.fork import Replacement
 from agentloops.engine.host import ToolHost
 from agentloops.engine.meter import Meter, metered
@@ -411,7 +419,7 @@ def _replayed(machine: Machine[R], run_id: str, store: RunStore, host: ToolHost)
             if kind is NextTool and paused:
                 outcome = paused.pop(0)
                 continue
-            if kind in (CallModel, CheckOutput, StartTool, NextTool):
+            if kind in (CallModel, CheckOutput, CheckGuard, StartTool, NextTool):
                 error = _Frontier(f"run {run_id!r} goes on from here")
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]

@@ -31,6 +31,7 @@ from agentloops.engine._hosting import Job
 from agentloops.engine._partial import PartialOutput
 from agentloops.engine.effects import (
     CallModel,
+    CheckGuard,
     CheckOutput,
     Decide,
     Emit,
@@ -133,6 +134,8 @@ def drive(
                     outcome = None
                 elif kind is CheckOutput:
                     outcome = _events.check(effect)  # type: ignore[arg-type]
+                elif kind is CheckGuard:  # with a call: the check first, here
+                    outcome = yield from _guarded(effect, quiet, observed, streaming, halt)  # type: ignore[arg-type]
                 else:
                     raise TypeError(f"not an effect: {effect!r}")
             except Exception as exc:  # the machine decides: attach its partial result, raise
@@ -145,6 +148,21 @@ def drive(
         if tools.stop is not None:
             tools.stop.set()
         machine.close()
+
+
+def _guarded(
+    effect: CheckGuard, quiet: bool, observed: bool, streaming: bool, halt: _events.Halt | None
+) -> Events[Any]:
+    """A guard's check; with its call, the call once the check passed."""
+    reason = _events.guard(effect)
+    call = effect.call
+    if call is None:
+        return reason
+    if reason is not None:
+        raise _events.tripped(effect, reason)
+    if quiet:
+        return call.client.complete(call.request)
+    return (yield from _call_model(call, observed, streaming, halt))
 
 
 def _call_model(
@@ -311,14 +329,21 @@ class _Tools:
         if self.observed:
             inbox.put(("event", _events.tool_started(e)))
         try:
-            key = e.call_key
+            # the key travels with the call (and a middleware's cache, when one was given)
+            keys: dict[str, Any] = {"key": e.call_key}
+            if e.cache is not None:
+                keys["cache"] = e.cache
             if isinstance(executor, ThreadPoolExecutor):  # the caller's contextvars go along
                 ctx = contextvars.copy_context()
                 future: Future[ToolOutcome] = executor.submit(
-                    ctx.run, caller, call.name, call.args, key=key
+                    ctx.run,  # type: ignore[arg-type]
+                    caller,
+                    call.name,
+                    call.args,
+                    **keys,
                 )
-            else:  # the key travels with the call to a remote worker
-                future = executor.submit(caller, call.name, call.args, key=key)
+            else:  # to a remote worker
+                future = executor.submit(caller, call.name, call.args, **keys)
         except Exception as exc:  # e.g. an executor that is shut down
             future = Future()
             future.set_exception(exc)

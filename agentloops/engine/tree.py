@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from agentloops.engine.effects import CallModel, Machine, NextTool, R
+from agentloops.engine.effects import CallModel, CheckGuard, Machine, NextTool, R
 from agentloops.engine.runs import Stop
 from agentloops.messages import ToolOutcome
 from agentloops.model import ModelResponse
@@ -275,7 +275,10 @@ def _tracked(machine: Machine[R], node: Node) -> Machine[R]:
             return node.finish(partial)
         outcome, error = None, None
         kind = type(effect)
-        if kind is CallModel:
+        call: CallModel | None = effect if kind is CallModel else None  # type: ignore[assignment]
+        if kind is CheckGuard:  # a guard's check, alongside a model call or alone
+            call = effect.call  # type: ignore[union-attr,assignment]
+        if call is not None:
             stop = node.exhausted()
             if stop is not None:
                 error = stop
@@ -285,8 +288,8 @@ def _tracked(machine: Machine[R], node: Node) -> Machine[R]:
         except Exception as exc:  # the machine decides (a driver's, or a tool's)
             error = exc
             continue
-        if kind is CallModel:
-            pricer = effect.pricer or node.pricer  # type: ignore[union-attr]
+        if call is not None:
+            pricer = call.pricer or node.pricer
             node.spend(outcome.usage, _price(pricer, outcome))
         elif kind is NextTool:
             node.counted(outcome[1])

@@ -35,6 +35,7 @@ from agentloops.errors import RunNotFound
 from agentloops.events.kinds import (
     ApprovalRequested,
     Event,
+    GuardTripped,
     ModelAttempt,
     ModelCallFinished,
     PlanMade,
@@ -230,6 +231,13 @@ class EventReplay:
             fields["plan"] = _plan(fields.get("loop", ""), fields["plan"])
         return [cls(**fields, at=at)]
 
+    def _guarded(self, run_id: str, data: dict[str, Any], at: float) -> list[Event]:
+        """A guard's verdict: an event when it tripped."""
+        if "reason" not in data:
+            return []
+        fields = {"guard": data["guard"], "stage": data["stage"], "reason": data["reason"]}
+        return [GuardTripped(loop=self.loop, **_ids(run_id, data), at=at, **fields)]
+
     def _ended(self, run_id: str, data: dict[str, Any], at: float) -> list[Event]:
         return [
             RunFinished(
@@ -249,6 +257,7 @@ _MAKERS = {
     "tool_started": EventReplay._tool_started,
     "tool_finished": EventReplay._tool_finished,
     "approval_requested": EventReplay._asked,
+    "guard_checked": EventReplay._guarded,
     "event": EventReplay._journaled,
     "result": EventReplay._ended,
     "failed": EventReplay._ended,

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from agentloops.errors import RunExists
 from agentloops.journal._base import (
@@ -33,6 +34,9 @@ from agentloops.journal._base import (
 )
 from agentloops.journal.follow import Wakeup
 from agentloops.journal.records import JournalRecord, Lease, RunInfo
+
+if TYPE_CHECKING:  # pragma: no cover
+    from agentloops.journal.tool_results import MemoryResults
 
 
 @dataclass
@@ -75,8 +79,17 @@ class MemoryStore(StoreBase):
         self._clock = clock
         self._runs: dict[str, _Run] = {}
         self._lock = threading.Lock()
+        self._results: MemoryResults | None = None
         self._followers: dict[str, set[Wakeup]] = {}
         """The followers of each run, woken by every append to it and by its deletion."""
+
+    def tool_results(self) -> MemoryResults:
+        """The tool results a `ToolCache(store=...)` keeps with this store (in memory)."""
+        if self._results is None:
+            from agentloops.journal.tool_results import MemoryResults
+
+            self._results = MemoryResults()
+        return self._results
 
     def _wake(self, run_id: str) -> None:
         for wakeup in self._followers.get(run_id, ()):

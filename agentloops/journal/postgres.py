@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import psycopg
 
     from agentloops.journal.postgres_rate import PostgresRateWindow
+    from agentloops.journal.tool_results import PostgresResults
 
     Conn = psycopg.Connection[tuple[Any, ...]]
 
@@ -133,6 +134,13 @@ class PostgresStore(ConnectionPerProcess):
         from agentloops.journal.postgres_rate import PostgresRateWindow
 
         return PostgresRateWindow(self, name)
+
+    def tool_results(self) -> PostgresResults:
+        """The tool results a `ToolCache(store=...)` keeps in this database, shared by every
+        process using it; its table is made on first use."""
+        from agentloops.journal.tool_results import PostgresResults
+
+        return PostgresResults(self)
 
     def _usable(self, conn: Conn) -> bool:
         return not conn.closed and not conn.broken

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentloops.errors import ConfigurationError, RunExists, StoreError
 from agentloops.journal._base import (
@@ -40,6 +40,9 @@ from agentloops.journal._base import (
 from agentloops.journal._connection import ConnectionPerProcess
 from agentloops.journal.follow import backoff
 from agentloops.journal.records import JournalRecord, Lease, RunInfo
+
+if TYPE_CHECKING:  # pragma: no cover
+    from agentloops.journal.tool_results import SQLiteResults
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS agentloops_schema ("
@@ -153,6 +156,13 @@ class SQLiteStore(ConnectionPerProcess):
             conn.close()
             raise
         return conn
+
+    def tool_results(self) -> SQLiteResults:
+        """The tool results a `ToolCache(store=...)` keeps in this file, shared by every
+        process using it; its table is made on first use."""
+        from agentloops.journal.tool_results import SQLiteResults
+
+        return SQLiteResults(self)
 
     def _open(self) -> sqlite3.Connection:
         try:

@@ -39,6 +39,7 @@ from agentloops.model import ToolSpec
 from agentloops.tools._runtime import TimedOut, ToolRuntime, own_cancel
 from agentloops.tools._schema import arguments_model, is_async
 from agentloops.tools._text import capped, describe, to_text
+from agentloops.tools.cache import ToolCache
 
 if TYPE_CHECKING:  # defaults let a bare `Tool` mean `Tool[..., Any]`
     from typing_extensions import ParamSpec, TypeVar, Unpack
@@ -87,7 +88,7 @@ _ATOMS = frozenset({str, int, float, bool, type(None)})
 
 
 class ToolOptions(TypedDict, total=False):
-    """A tool's eight options, spelled once: `tool()`, `Tool.from_function` and `Tool` take
+    """A tool's nine options, spelled once: `tool()`, `Tool.from_function` and `Tool` take
     them as keywords, and each may be left out (its default is given below).
 
     Examples:
@@ -120,6 +121,9 @@ class ToolOptions(TypedDict, total=False):
     retries: int
     """How many times in a row a run lets this tool ask for a retry by raising `ModelRetry`
     (default 1); past it the call's result says its retries are spent."""
+    cache: ToolCache | None
+    """Keep its results for the same arguments (`ToolCache(ttl=...)`; default None: never);
+    a read-only tool's only. Error results are never kept."""
 
 
 _OPTIONS = frozenset(ToolOptions.__annotations__)
@@ -164,7 +168,12 @@ class Tool(Generic[P, R]):
         timeout = options.get("timeout")
         on_doubt = options.get("on_doubt")
         retries = options.get("retries", 1)
+        cache = options.get("cache")
         _check(name, requires_approval, timeout, on_doubt, retries)
+        if cache is not None and not (isinstance(cache, ToolCache) and read_only):
+            raise ConfigurationError(
+                f"tool {name!r}: cache= takes a ToolCache, for a read-only tool only"
+            )
         summary = ""
         if args_model is None:
             args_model, summary = arguments_model(fn, name)
@@ -188,6 +197,8 @@ class Tool(Generic[P, R]):
         self.retries = retries
         """How many times in a row a run lets this tool ask for a retry (`ModelRetry`);
         past it the call's result says its retries are spent."""
+        self.cache = cache
+        """Where its results are kept for the same arguments (`None`: nowhere)."""
         self._options: ToolOptions = {**options, "name": name, "description": self.description}
         """What it was built with, names resolved: how it is rebuilt in another process."""
         self.is_async = is_async(fn)
@@ -357,6 +368,10 @@ def _copied(args: dict[str, Any]) -> dict[str, Any]:
         if type(value) not in _ATOMS:
             return copy.deepcopy(args)
     return args
+
+
+_UNCACHED: Any = ToolCache()
+"""Given as `cache=` by a cached call to run the tool itself (never read or written)."""
 
 
 @runtime_checkable
@@ -541,7 +556,14 @@ class ToolRegistry:
             self._current()
         return len(self._tools)
 
-    def call(self, name: str, args: dict[str, Any], *, key: str | None = None) -> ToolOutcome:
+    def call(
+        self,
+        name: str,
+        args: dict[str, Any],
+        *,
+        key: str | None = None,
+        cache: ToolCache | None = None,
+    ) -> ToolOutcome:
         """Run one tool and wait for it. Never raises for the tool's own failure.
 
         An `async def` tool runs to completion here (on a fresh event loop; under a
@@ -550,13 +572,17 @@ class ToolRegistry:
         `CancelledError` out of an async tool, which nobody here cancelled: its failure.
 
         `key` is the call's idempotency key: what `idempotency_key()` returns while the
-        tool runs (the one place it is set; a loop's drivers give it).
+        tool runs (the one place it is set; a loop's drivers give it). `cache`: where the
+        result may come from and is kept (default: the tool's own `cache`).
         """
         start = time.perf_counter()
         ready = self._prepare(name, args, start)
         if isinstance(ready, ToolOutcome):
             return ready
         t, kwargs = ready
+        use = cache or t.cache  # on every tool call's path: the fewest steps when neither is
+        if use and use is not _UNCACHED:  # set (a ToolCache is always true)
+            return self._cached(use, name, args, key)
         token = None if key is None else _CALL_KEY.set(key)
         try:
             if t.is_async:
@@ -579,7 +605,12 @@ class ToolRegistry:
         return self._finished(t, value, start)
 
     async def acall(
-        self, name: str, args: dict[str, Any], *, key: str | None = None
+        self,
+        name: str,
+        args: dict[str, Any],
+        *,
+        key: str | None = None,
+        cache: ToolCache | None = None,
     ) -> ToolOutcome:
         """Run one tool from async code: an `async def` tool is awaited on the running
         event loop, a sync one runs on a thread so the loop never blocks.
@@ -595,6 +626,14 @@ class ToolRegistry:
         if isinstance(ready, ToolOutcome):
             return ready
         t, kwargs = ready
+        use = cache or t.cache
+        if use and use is not _UNCACHED:
+            hit = use.get(name, args)
+            if hit is not None:
+                return hit
+            outcome = await self.acall(name, args, key=key, cache=_UNCACHED)
+            use.put(name, args, outcome)
+            return outcome
         token = None if key is None else _CALL_KEY.set(key)
         try:
             if t.is_async:
@@ -613,6 +652,17 @@ class ToolRegistry:
             if token is not None:
                 _CALL_KEY.reset(token)
         return self._finished(t, value, start)
+
+    def _cached(
+        self, cache: ToolCache, name: str, args: dict[str, Any], key: str | None
+    ) -> ToolOutcome:
+        """A call answered from `cache`, or run and kept there (unless it failed)."""
+        hit = cache.get(name, args)
+        if hit is not None:
+            return hit
+        outcome = self.call(name, args, key=key, cache=_UNCACHED)
+        cache.put(name, args, outcome)
+        return outcome
 
     # -- shared by call and acall: everything but running the function ----------------
 

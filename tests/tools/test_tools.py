@@ -109,6 +109,7 @@ OPTIONS: dict[str, Any] = {
     "concurrent": False,
     "on_doubt": "fail",
     "retries": 3,
+    "cache": None,  # a ToolCache is for read-only tools (tests/tools/test_cache.py)
 }
 
 
@@ -137,6 +138,7 @@ def test_the_options_are_one_set_taken_alike_by_every_way_to_build_a_tool():
         "concurrent": True,
         "on_doubt": "rerun",
         "retries": 1,
+        "cache": None,
     }
 
 

@@ -11,13 +11,13 @@ driver or a loop.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from agentloops.errors import RunExists, StoreError
+from agentloops.errors import LeaseLost, RunExists, StoreError
 from agentloops.journal._base import (
     SCHEMA_VERSION,
     NewRecord,
@@ -78,6 +78,14 @@ _APPEND = (
     " unnest(%(kinds)s::text[], %(keys)s::text[], %(data)s::text[])"
     " WITH ORDINALITY AS e(kind, key, data, n) RETURNING seq, at)"
     f" SELECT seq, at, {_NOTIFY}::text FROM added ORDER BY seq"
+)
+# Every lease of a batch whose holder still holds it, extended by its ttl: one statement.
+_RENEW_MANY = (
+    "UPDATE agentloops_runs r SET lease_expires_at = clock_timestamp() + l.ttl * interval"
+    " '1 second' FROM unnest(%(ids)s::text[], %(epochs)s::bigint[], %(ttls)s::float8[])"
+    " AS l(run_id, epoch, ttl) WHERE r.run_id = l.run_id AND r.epoch = l.epoch"
+    " AND r.holder IS NOT NULL AND r.lease_expires_at > clock_timestamp()"
+    " RETURNING r.run_id, r.epoch, r.lease_expires_at"
 )
 _INFO = (
     "SELECT run_id, kind, status, meta::text, created_at, updated_at, holder, lease_expires_at,"
@@ -245,6 +253,28 @@ class PostgresStore(ConnectionPerProcess):
                 self._lost(conn, lease)
         return replace(lease, ttl=ttl, expires_at=as_utc(row[0]))
 
+    def _renew_many(self, leases: Sequence[Lease]) -> list[Lease | LeaseLost]:
+        """Every lease renewed in one statement; a lost one fails alone (and is asked why)."""
+        params = {
+            "ids": [lease.run_id for lease in leases],
+            "epochs": [lease.epoch for lease in leases],
+            "ttls": [lease.ttl for lease in leases],
+        }
+        with self._using("", f"renew {len(leases)} leases") as conn:
+            rows = conn.execute(_RENEW_MANY, params).fetchall()
+            renewed = {(run_id, epoch): expires for run_id, epoch, expires in rows}
+            out: list[Lease | LeaseLost] = []
+            for lease in leases:
+                expires = renewed.get((lease.run_id, lease.epoch))
+                if expires is not None:
+                    out.append(replace(lease, expires_at=as_utc(expires)))
+                    continue
+                try:
+                    self._lost(conn, lease)
+                except LeaseLost as exc:
+                    out.append(exc)
+        return out
+
     def _break(self, run_id: str) -> bool:
         with self._using(run_id, f"break the lease of run {run_id!r}") as conn:
             row = conn.execute(
@@ -285,6 +315,23 @@ class PostgresStore(ConnectionPerProcess):
     def _append(
         self, lease: Lease, new: list[NewRecord], after: int | None, status: str | None
     ) -> list[JournalRecord]:
+        rows = self._insert(lease, new, after, status)
+        at = as_utc(rows[0][1])
+        return [
+            record(lease.run_id, seq, e.kind, e.key, e.data, at)
+            for e, (seq, _, _) in zip(new, rows, strict=True)
+        ]
+
+    def _append_records(
+        self, lease: Lease, new: list[NewRecord], after: int | None, status: str | None
+    ) -> int:
+        seq: int = self._insert(lease, new, after, status)[-1][0]
+        return seq
+
+    def _insert(
+        self, lease: Lease, new: list[NewRecord], after: int | None, status: str | None
+    ) -> list[Any]:
+        """The fenced append, one statement: a row `(seq, at, _)` per record."""
         run_id = lease.run_id
         params = {"run_id": run_id, "epoch": lease.epoch, "n": len(new)}
         params |= {"after": after, "status": status, "kinds": [e.kind for e in new]}
@@ -297,11 +344,7 @@ class PostgresStore(ConnectionPerProcess):
                 raise
             if not rows:
                 self._lost(conn, lease, after)
-        at = as_utc(rows[0][1])
-        return [
-            record(run_id, seq, e.kind, e.key, e.data, at)
-            for e, (seq, _, _) in zip(new, rows, strict=True)
-        ]
+        return rows
 
     def _key_taken(self, conn: Conn, run_id: str, new: list[NewRecord]) -> None:
         """Raise `JournalConflict` naming the stored record whose key an entry repeats."""

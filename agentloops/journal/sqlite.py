@@ -14,13 +14,13 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
-from agentloops.errors import ConfigurationError, RunExists, StoreError
+from agentloops.errors import ConfigurationError, LeaseLost, RunExists, StoreError
 from agentloops.journal._base import (
     NewRecord,
     bounded,
@@ -249,6 +249,24 @@ class SQLiteStore(ConnectionPerProcess):
             conn.execute(query, (now + ttl, ttl, lease.run_id))
         return replace(lease, ttl=ttl, expires_at=utc(now + ttl))
 
+    def _renew_many(self, leases: Sequence[Lease]) -> list[Lease | LeaseLost]:
+        """Every lease renewed in one transaction; a lost one fails alone."""
+        out: list[Lease | LeaseLost] = []
+        with self._using("", f"renew {len(leases)} leases", write=True) as conn:
+            for lease in leases:
+                try:
+                    now = self._fenced(conn, lease)
+                except LeaseLost as exc:
+                    out.append(exc)
+                    continue
+                query = (
+                    "UPDATE agentloops_runs SET lease_expires_at = ?, lease_ttl = ?"
+                    " WHERE run_id = ?"
+                )
+                conn.execute(query, (now + lease.ttl, lease.ttl, lease.run_id))
+                out.append(replace(lease, expires_at=utc(now + lease.ttl)))
+        return out
+
     def _break(self, run_id: str) -> bool:
         with self._using(run_id, f"break the lease of run {run_id!r}", write=True) as conn:
             query = "SELECT holder FROM agentloops_runs WHERE run_id = ?"
@@ -289,23 +307,44 @@ class SQLiteStore(ConnectionPerProcess):
     ) -> list[JournalRecord]:
         run_id = lease.run_id
         with self._using(run_id, f"append to run {run_id!r}", write=True) as conn:
-            now = self._fenced(conn, lease)
-            query = "SELECT coalesce(max(seq), 0) FROM agentloops_journal WHERE run_id = ?"
-            last = conn.execute(query, (run_id,)).fetchone()[0]
-            check_after(run_id, after, last)
-            for entry in new:
-                taken = entry.key and self._find(conn, run_id, entry.kind, entry.key)
-                if taken:
-                    raise key_taken(taken, last)
-            conn.executemany(
-                "INSERT INTO agentloops_journal VALUES (?, ?, ?, ?, ?, ?)",
-                [(run_id, last + i, e.kind, e.key, e.data, now) for i, e in enumerate(new, 1)],
-            )
-            if status is not None:
-                query = "UPDATE agentloops_runs SET status = ?, updated_at = ? WHERE run_id = ?"
-                conn.execute(query, (status, now, run_id))
-        at = utc(now)
-        return [record(run_id, last + i, e.kind, e.key, e.data, at) for i, e in enumerate(new, 1)]
+            last, now = self._insert(conn, lease, new, after, status)
+        at, first = utc(now), last - len(new)
+        return [record(run_id, first + i, e.kind, e.key, e.data, at) for i, e in enumerate(new, 1)]
+
+    def _append_records(
+        self, lease: Lease, new: list[NewRecord], after: int | None, status: str | None
+    ) -> int:
+        run_id = lease.run_id
+        with self._using(run_id, f"append to run {run_id!r}", write=True) as conn:
+            return self._insert(conn, lease, new, after, status)[0]
+
+    def _insert(
+        self,
+        conn: sqlite3.Connection,
+        lease: Lease,
+        new: list[NewRecord],
+        after: int | None,
+        status: str | None,
+    ) -> tuple[int, float]:
+        """Append inside a write transaction, fenced: the last seq, and the records' time.
+        Every refusal (`LeaseLost`, `JournalConflict`) comes before anything is written."""
+        run_id = lease.run_id
+        now = self._fenced(conn, lease)
+        query = "SELECT coalesce(max(seq), 0) FROM agentloops_journal WHERE run_id = ?"
+        last = conn.execute(query, (run_id,)).fetchone()[0]
+        check_after(run_id, after, last)
+        for entry in new:
+            taken = entry.key and self._find(conn, run_id, entry.kind, entry.key)
+            if taken:
+                raise key_taken(taken, last)
+        conn.executemany(
+            "INSERT INTO agentloops_journal VALUES (?, ?, ?, ?, ?, ?)",
+            [(run_id, last + i, e.kind, e.key, e.data, now) for i, e in enumerate(new, 1)],
+        )
+        if status is not None:
+            query = "UPDATE agentloops_runs SET status = ?, updated_at = ? WHERE run_id = ?"
+            conn.execute(query, (status, now, run_id))
+        return last + len(new), now
 
     def read(self, run_id: str, *, after: int = 0, limit: int | None = None) -> list[JournalRecord]:
         start = check_after_arg(after) or 0

@@ -20,7 +20,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
-from agentloops.errors import ConfigurationError, LeaseLost, RunExists, StoreError
+from agentloops._pool import Job
+from agentloops.errors import (
+    ConfigurationError,
+    JournalConflict,
+    LeaseLost,
+    RunExists,
+    StoreError,
+)
 from agentloops.journal._base import (
     NewRecord,
     bounded,
@@ -38,6 +45,7 @@ from agentloops.journal._base import (
     utc_or_none,
 )
 from agentloops.journal._connection import ConnectionPerProcess
+from agentloops.journal._group import GroupCommit
 from agentloops.journal.follow import backoff
 from agentloops.journal.records import JournalRecord, Lease, RunInfo
 
@@ -129,6 +137,8 @@ class SQLiteStore(ConnectionPerProcess):
         self._clock = clock
         self.follow_poll = float(follow_poll)
         """The longest a follower waits between two looks at the file (see `follow`)."""
+        self._group = GroupCommit(self._commit, f"agentloops-sqlite {self.path.name}")
+        """The asyncio driver's appends, committed in batches (`journal._group`)."""
         self._init_connection()
 
     def _settings(self) -> dict[str, Any]:
@@ -317,6 +327,35 @@ class SQLiteStore(ConnectionPerProcess):
         run_id = lease.run_id
         with self._using(run_id, f"append to run {run_id!r}", write=True) as conn:
             return self._insert(conn, lease, new, after, status)[0]
+
+    async def _aappend_records(
+        self, lease: Lease, new: list[NewRecord], after: int | None, status: str | None
+    ) -> int:
+        seq: int = await self._group.append(lease, new, after, status)
+        return seq
+
+    def _commit(self, jobs: list[Job]) -> None:
+        """A group commit's batch in one transaction: each job's append fenced on its own
+        (a refused one fails alone, before it wrote anything), one commit for all."""
+        with self._lock:
+            try:
+                conn = self._connection()
+                with _transaction(conn, "BEGIN IMMEDIATE"):
+                    for job in jobs:
+                        try:
+                            job.value = self._insert(conn, *job.args)[0]
+                        except (LeaseLost, JournalConflict) as exc:
+                            job.error = exc
+            except sqlite3.Error as exc:  # rolled back: none of them was written
+                for job in jobs:
+                    if job.error is None or not isinstance(job.error, LeaseLost | JournalConflict):
+                        run_id = job.args[0].run_id
+                        job.value = None
+                        job.error = StoreError(
+                            f"{self.path}: could not append to run {run_id!r}: {exc}",
+                            run_id=run_id,
+                        )
+                        job.error.__cause__ = exc
 
     def _insert(
         self,

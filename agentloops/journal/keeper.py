@@ -270,6 +270,7 @@ class _Renewals:
         """Renew `keeper` no more (waiting for a renewal of it in flight)."""
         with self.cond:
             self.due.pop(keeper, None)
+            self.cond.notify_all()  # the last one gone: the thread ends now, not when due
             while keeper in self.busy and threading.current_thread() is not self.thread:
                 self.cond.wait()
 

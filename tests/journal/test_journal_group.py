@@ -7,14 +7,22 @@ import asyncio
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from agentloops import LeaseLost, MemoryStore, ReActLoop, SQLiteStore, StoreError, tool
-from agentloops.journal import Lease
+from agentloops import (
+    JournalConflict,
+    LeaseLost,
+    MemoryStore,
+    ReActLoop,
+    SQLiteStore,
+    StoreError,
+    tool,
+)
+from agentloops.journal import Lease, PostgresStore
 from agentloops.journal._base import NewRecord
 from agentloops.testing import ScriptedModel, use_tools
 
@@ -31,18 +39,43 @@ class Batches(SQLiteStore):
         super()._commit(jobs)
 
 
+class PostgresBatches(PostgresStore):
+    def __init__(self, conninfo: str):
+        super().__init__(conninfo)
+        self.batches: list[int] = []
+
+    def _commit(self, jobs: list[Any]) -> None:
+        self.batches.append(len(jobs))
+        super()._commit(jobs)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def batching(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """A store with a group commit, its batches recorded (PostgreSQL when a server is named)."""
+    if request.param == "sqlite":
+        with Batches(tmp_path / "runs.db") as store:
+            yield store
+        return
+    with PostgresBatches(request.getfixturevalue("postgres_conninfo")) as pg:
+        with pg.connect(autocommit=True) as conn:
+            conn.execute("TRUNCATE agentloops_runs, agentloops_journal")
+        yield pg
+
+
 def new(kind: str = "model") -> list[NewRecord]:
     return [NewRecord(kind, '{"n":1}', None)]
 
 
-async def appended_together(store: Batches, leases: list[Lease]) -> list[Any]:
+async def appended_together(
+    store: Any, leases: list[Lease], records: list[NewRecord] | None = None
+) -> list[Any]:
     """The appends of `leases`, queued while the writer is held: one batch."""
     blocker = store.start(f"blocker{len(store.batches)}", kind="react", ttl=30)
     with store._lock:  # the writer takes the blocker's append and waits here
         first = asyncio.ensure_future(store._aappend_records(blocker, new(), None, None))
         await asyncio.sleep(0.05)
         tasks = [
-            asyncio.ensure_future(store._aappend_records(lease, new(), None, None))
+            asyncio.ensure_future(store._aappend_records(lease, records or new(), None, None))
             for lease in leases
         ]
         await asyncio.sleep(0.05)
@@ -50,8 +83,8 @@ async def appended_together(store: Batches, leases: list[Lease]) -> list[Any]:
     return await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def test_the_appends_waiting_together_commit_together(tmp_path: Path) -> None:
-    store = Batches(tmp_path / "runs.db")
+def test_the_appends_waiting_together_commit_together(batching: Any) -> None:
+    store = batching
     leases = [store.start(f"r{i}", kind="react", ttl=30) for i in range(20)]
     seqs = asyncio.run(appended_together(store, leases))
     assert seqs == [1] * 20
@@ -61,14 +94,25 @@ def test_the_appends_waiting_together_commit_together(tmp_path: Path) -> None:
     assert all(len(store.read(f"r{i}")) == 2 for i in range(20))
 
 
-def test_a_fenced_out_member_fails_alone(tmp_path: Path) -> None:
-    store = Batches(tmp_path / "runs.db")
+def test_a_fenced_out_member_fails_alone(batching: Any) -> None:
+    store = batching
     leases = [store.start(f"r{i}", kind="react", ttl=30) for i in range(3)]
     store.break_lease("r1")  # r1's holder lost its lease: its append is refused
     outcomes = asyncio.run(appended_together(store, leases))
     assert outcomes[0] == 1 and outcomes[2] == 1
     assert isinstance(outcomes[1], LeaseLost)
     assert [len(store.read(f"r{i}")) for i in range(3)] == [1, 0, 1]
+
+
+def test_a_member_whose_key_is_taken_fails_alone(batching: Any) -> None:
+    store = batching
+    leases = [store.start(f"r{i}", kind="react", ttl=30) for i in range(3)]
+    keyed = [NewRecord("tool_started", '{"n":1}', "c1")]
+    store.append(leases[1], "tool_started", {"n": 0}, key="c1")  # r1 has this key already
+    outcomes = asyncio.run(appended_together(store, leases, keyed))
+    assert outcomes[0] == 1 and outcomes[2] == 1
+    assert isinstance(outcomes[1], JournalConflict) and outcomes[1].record.data == {"n": 0}
+    assert [len(store.read(f"r{i}")) for i in range(3)] == [1, 1, 1]
 
 
 def test_a_failed_transaction_fails_every_member_and_writes_none(
@@ -89,8 +133,8 @@ def test_a_failed_transaction_fails_every_member_and_writes_none(
     assert [len(store.read(f"r{i}")) for i in range(3)] == [0, 0, 0]  # rolled back, all
 
 
-def test_a_cancelled_waiter_not_yet_taken_is_dropped(tmp_path: Path) -> None:
-    store = Batches(tmp_path / "runs.db")
+def test_a_cancelled_waiter_not_yet_taken_is_dropped(batching: Any) -> None:
+    store = batching
     first, second = (store.start(f"r{i}", kind="react", ttl=30) for i in range(2))
 
     async def main() -> None:

@@ -84,6 +84,14 @@ class MemoryStore(StoreBase):
 
     def _fenced(self, lease: Lease, now: float) -> _Run:
         run = self._runs.get(lease.run_id)
+        if (
+            run is not None
+            and run.epoch == lease.epoch
+            and run.holder is not None
+            and run.expires_at is not None
+            and run.expires_at > now
+        ):
+            return run  # current: what `fence` would say, without its datetimes
         current = None if run is None else (run.holder, run.epoch, utc_or_none(run.expires_at))
         fence(lease, current, utc(now))
         assert run is not None  # fence raised otherwise

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -37,10 +38,14 @@ class GroupCommit:
     def __init__(self, commit: Callable[[list[_pool.Job]], None], name: str):
         self._commit = commit
         self._name = name
+        self._reset()
+        _writers.add(self)
+
+    def _reset(self) -> None:
+        """Forget the queue and the thread (in a forked child, neither is there)."""
         self._cond = threading.Condition(threading.Lock())
         self._queue: list[_pool.Job] = []
         self._running = False
-        self._pid = os.getpid()
 
     async def append(self, *args: Any) -> Any:
         """Queue an append (`args` are the backend's) and await its outcome."""
@@ -48,8 +53,6 @@ class GroupCommit:
 
     def submit(self, job: _pool.Job) -> None:
         with self._cond:
-            if self._pid != os.getpid():  # a forked child: the parent's thread is not here
-                self._queue, self._running, self._pid = [], False, os.getpid()
             self._queue.append(job)
             if self._running:
                 self._cond.notify()
@@ -91,6 +94,18 @@ class GroupCommit:
                 notify, job.notify = job.notify, None
                 if notify is not None and not job.abandoned:
                     notify(job)
+
+
+_writers: weakref.WeakSet[GroupCommit] = weakref.WeakSet()
+
+
+def _forget_writers() -> None:
+    for writer in list(_writers):
+        writer._reset()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows
+    os.register_at_fork(after_in_child=_forget_writers)
 
 
 def _unused() -> None:  # pragma: no cover  (a group commit's job is done by `commit`)

@@ -178,14 +178,14 @@ def test_one_keeper_thread_renews_every_run_in_batches() -> None:
     @tool
     async def wait() -> str:
         """Wait past the lease's ttl."""
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(1.5)
         seen.append(keeper_threads())
         return "ok"
 
     async def main() -> list[Any]:
         loops = [
             ReActLoop(
-                ScriptedModel([use_tools(("wait", {})), "done"]), [wait], store=store, lease_ttl=0.2
+                ScriptedModel([use_tools(("wait", {})), "done"]), [wait], store=store, lease_ttl=1.0
             )
             for _ in range(10)
         ]
@@ -205,20 +205,20 @@ def test_a_lost_lease_reaches_its_run_alone() -> None:
     @tool
     async def wait() -> str:
         """Wait past the lease's ttl."""
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(1.5)
         return "ok"
 
     async def main() -> list[Any]:
         loops = [
             ReActLoop(
-                ScriptedModel([use_tools(("wait", {})), "done"]), [wait], store=store, lease_ttl=0.2
+                ScriptedModel([use_tools(("wait", {})), "done"]), [wait], store=store, lease_ttl=1.0
             )
             for _ in range(3)
         ]
         runs = [
             asyncio.ensure_future(loop.arun("go", run_id=f"r{i}")) for i, loop in enumerate(loops)
         ]
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.3)
         store.break_lease("r1")  # an operator frees r1: its holder must stop
         return await asyncio.gather(*runs, return_exceptions=True)
 

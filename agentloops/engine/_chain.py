@@ -40,6 +40,7 @@ def _hash(text: str) -> str:
 _encode = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
 # The same text, refusing what a store refuses (NaN, infinities): what `Chain.encode` stores.
 _strict = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False).encode
+_string = json.encoder.encode_basestring_ascii  # a str as `_encode` writes it
 
 
 def digest(previous: str, kind: str, key: str | None, data: Mapping[str, Any]) -> str:
@@ -138,7 +139,7 @@ class Chain:
                 body = _strict(data)
             except (TypeError, ValueError):
                 return None
-            head = f"{_strict(kind)},{'null' if key is None else _strict(key)}"
+            head = f"{_string(kind)},{'null' if key is None else _string(key)}"
             last = _hash(f"{last}\n[{head},{body}]")  # as `digest`: [kind, key, data]
             text = f'{body[:-1]}{"," if len(body) > 2 else ""}"{FIELD}":"{last}"}}'
             records.append(NewRecord(kind, text, key))

@@ -73,6 +73,12 @@ _INFO = (
     " AND j.seq = (SELECT max(seq) FROM agentloops_journal WHERE run_id = r.run_id)"
 )
 _RECORD = "SELECT seq, kind, key, CAST(data AS BLOB), at FROM agentloops_journal"
+# What an append checks, in one statement: the run's lease, and its journal's last seq.
+_FENCE_LAST = (
+    "SELECT holder, epoch, lease_expires_at,"
+    " (SELECT coalesce(max(seq), 0) FROM agentloops_journal WHERE run_id = ?)"
+    " FROM agentloops_runs WHERE run_id = ?"
+)
 _VERSION = 2
 """The table layout this store writes: version 2 added `agentloops_runs.lease_ttl` (a file
 of version 1 gets the column when it is first opened; its leases then have none)."""
@@ -368,9 +374,12 @@ class SQLiteStore(ConnectionPerProcess):
         """Append inside a write transaction, fenced: the last seq, and the records' time.
         Every refusal (`LeaseLost`, `JournalConflict`) comes before anything is written."""
         run_id = lease.run_id
-        now = self._fenced(conn, lease)
-        query = "SELECT coalesce(max(seq), 0) FROM agentloops_journal WHERE run_id = ?"
-        last = conn.execute(query, (run_id,)).fetchone()[0]
+        now = self._clock()  # after BEGIN IMMEDIATE returned, as `_fenced`
+        row = conn.execute(_FENCE_LAST, (run_id, run_id)).fetchone()
+        current = row is not None and row[1] == lease.epoch and row[0] is not None
+        if not (current and row[2] is not None and row[2] > now):  # else: `fence` says why
+            fence(lease, None if row is None else (row[0], row[1], utc_or_none(row[2])), utc(now))
+        last = row[3]
         check_after(run_id, after, last)
         for entry in new:
             taken = entry.key and self._find(conn, run_id, entry.kind, entry.key)

@@ -7,8 +7,9 @@ model or tool call is made again) and asks a new model for the answer. Measured 
 interpreter per sample: the resume's wall time, and in a second resume of a copy of the
 file the peak of Python allocations (tracemalloc) while it runs.
 
-    python bench/resume.py              # 10,000 steps, 3 samples
+    python bench/resume.py              # 10,000 steps, 3 samples (the build: minutes)
     python bench/resume.py --steps 2000 # quicker
+    python bench/resume.py --keep DIR   # build into DIR once, and reuse it (before / after)
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=10_000)
     parser.add_argument("--samples", type=int, default=3)
+    parser.add_argument("--keep", type=Path, help="build the journal here once, and keep it")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--trace", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -84,10 +86,12 @@ def main() -> None:
         print(json.dumps(resume(args.child, args.steps, args.trace)))
         return
     print(describe())
-    where = Path(tempfile.mkdtemp(prefix="agentloops-resume-"))
-    started = time.perf_counter()
-    build(where / "built.db", args.steps)
-    print(f"built a {args.steps:,}-step journal in {time.perf_counter() - started:.1f} s")
+    where = args.keep or Path(tempfile.mkdtemp(prefix="agentloops-resume-"))
+    where.mkdir(parents=True, exist_ok=True)
+    if not (where / "built.db").exists():
+        started = time.perf_counter()
+        build(where / "built.db", args.steps)
+        print(f"built a {args.steps:,}-step journal in {time.perf_counter() - started:.1f} s")
     samples = []
     for i in range(args.samples):
         for trace in (False, True):
@@ -109,7 +113,10 @@ def main() -> None:
         f"{statistics.median(walls):.2f} | {statistics.median(peaks) / 1e6:.1f} "
         f"| {statistics.median(peaks) / records:,.0f} bytes |"
     )
-    shutil.rmtree(where)
+    for copy in where.glob("run*.db*"):
+        copy.unlink()
+    if args.keep is None:
+        shutil.rmtree(where)
 
 
 if __name__ == "__main__":

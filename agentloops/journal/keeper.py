@@ -241,6 +241,8 @@ class _Renewals:
         """The keepers whose renewal is in flight."""
         self.running = False
         self.thread: threading.Thread | None = None
+        self.wake_at = 0.0
+        """When the thread wakes next, unless told sooner (a keeper due before then)."""
 
     @classmethod
     def of(cls, store: RunStore) -> _Renewals:
@@ -253,9 +255,10 @@ class _Renewals:
     def add(self, keeper: LeaseKeeper) -> None:
         with _Renewals._lock, self.cond:  # the store's entry cannot go meanwhile
             _Renewals._all[id(self.store)] = self
-            self.due[keeper] = time.monotonic() + keeper.interval
-            self.cond.notify()
+            due = self.due[keeper] = time.monotonic() + keeper.interval
             if self.running:
+                if due < self.wake_at:  # (a thousand runs starting wake it not once each)
+                    self.cond.notify()
                 return
             self.running = True
             self.thread = threading.Thread(target=self._run, name="lease-keeper", daemon=True)
@@ -270,7 +273,8 @@ class _Renewals:
         """Renew `keeper` no more (waiting for a renewal of it in flight)."""
         with self.cond:
             self.due.pop(keeper, None)
-            self.cond.notify_all()  # the last one gone: the thread ends now, not when due
+            if not self.due:
+                self.cond.notify_all()  # the last one gone: the thread ends now, not when due
             while keeper in self.busy and threading.current_thread() is not self.thread:
                 self.cond.wait()
 
@@ -285,6 +289,7 @@ class _Renewals:
                         batch = [k for k, at in self.due.items() if at - k.interval / 2 <= now]
                         self.busy.update(batch)
                         return batch
+                    self.wake_at = first
                     self.cond.wait(first - now)
             with _Renewals._lock, self.cond:  # none left: go, unless one came meanwhile
                 if not self.due:

@@ -23,7 +23,7 @@ import threading
 import weakref
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agentloops.threads import settings
 
@@ -179,6 +179,13 @@ class Pool:
                 return
 
 
+class Takes(Protocol):
+    """What `run` hands a job to: a `Pool`, or a store's writer that batches its jobs."""
+
+    def submit(self, job: Job) -> None: ...
+    def abandon(self, job: Job) -> None: ...
+
+
 def _limit() -> int:
     return settings().max_threads
 
@@ -244,9 +251,10 @@ class _Inbox:
 _inboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Inbox] = weakref.WeakKeyDictionary()
 
 
-async def run(job: Job, timeout: float | None = None, pool: Pool = shared) -> Any:
-    """Run `job` on `pool` and await its outcome; after `timeout` seconds (queueing
-    included) raise `Late`. Timing out or being cancelled abandons the job."""
+async def run(job: Job, timeout: float | None = None, pool: Takes = shared) -> Any:
+    """Run `job` on `pool` (or whatever takes it) and await its outcome, its worker telling
+    this loop through its inbox; after `timeout` seconds (queueing included) raise `Late`.
+    Timing out or being cancelled abandons the job."""
     import asyncio
 
     loop = asyncio.get_running_loop()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import gc
+import os
 import time
 import warnings
 from collections.abc import Callable
@@ -171,6 +172,83 @@ def prepare_arun(runs: int) -> Batch:
             check_result(result)
 
     return batch
+
+
+def _arun_batch(loops: list[Any], ids: list[str] | None = None) -> Batch:
+    def batch() -> None:
+        async def gather() -> list[Any]:
+            if ids is None:
+                return await asyncio.gather(*(loop.arun("go") for loop in loops))
+            runs = (loop.arun("go", run_id=i) for loop, i in zip(loops, ids, strict=True))
+            return await asyncio.gather(*runs)
+
+        for result in asyncio.run(gather()):
+            check_result(result)
+
+    return batch
+
+
+def prepare_arun_def_tool(runs: int) -> Batch:
+    """`arun` with a plain `def` tool: it runs on agentloops' bounded pool."""
+    from agentloops import ReActLoop, ToolRegistry, tool
+
+    registry = ToolRegistry([tool(add_sync, name="add")])
+    loops = [
+        ReActLoop(AsyncFakeModel(agentloops_script()), registry, max_steps=STEPS + 1)
+        for _ in range(runs)
+    ]
+    return _arun_batch(loops)
+
+
+_BATCHES = iter(range(1_000_000))
+"""A new prefix of run ids per batch: a store may outlive a batch (the warm-up's)."""
+
+
+def prepare_durable(store: Any) -> Callable[[int], Batch]:
+    """`arun` journaled in `store` (one store for every run of the batch, as a service has)."""
+
+    def prepare(runs: int) -> Batch:
+        from agentloops import ReActLoop
+
+        registry, _ = agentloops_tool()
+        loops = [
+            ReActLoop(
+                AsyncFakeModel(agentloops_script()), registry, max_steps=STEPS + 1, store=store
+            )
+            for _ in range(runs)
+        ]
+        prefix = f"{os.getpid()}-{time.time_ns()}-{next(_BATCHES)}"
+        return _arun_batch(loops, [f"{prefix}-r{i}" for i in range(runs)])
+
+    return prepare
+
+
+def memory_store() -> Any:
+    from agentloops import MemoryStore
+
+    return MemoryStore()
+
+
+def sqlite_store(synchronous: str) -> Callable[[], Any]:
+    def make() -> Any:
+        import tempfile
+        from pathlib import Path
+
+        from agentloops import SQLiteStore
+
+        where = Path(tempfile.mkdtemp(prefix="agentloops-bench-"))
+        return SQLiteStore(where / "runs.db", synchronous=synchronous)  # type: ignore[arg-type]
+
+    return make
+
+
+def postgres_store(conninfo: str) -> Callable[[], Any]:
+    def make() -> Any:
+        from agentloops.journal import PostgresStore
+
+        return PostgresStore(conninfo)
+
+    return make
 
 
 def prepare_threads(runs: int) -> Batch:

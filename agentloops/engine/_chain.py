@@ -10,6 +10,9 @@ edits, not a forger: nothing secret goes into the hash.
 Copying records into another run (a fork) re-chains them: take their entries without
 `sum` and write them through the new run's session, which seals them from its own seed.
 
+A live run's records are encoded once (`Chain.encode`): the JSON text the checksum is
+taken over is the text the store keeps, with the checksum added as the object's last field.
+
 Rule: pure functions over records; no store, no driver, no loop.
 """
 
@@ -21,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from agentloops.errors import CheckpointError
+from agentloops.journal._base import NewRecord
 from agentloops.journal.records import Entry, JournalRecord
 
 FIELD = "sum"
@@ -34,6 +38,9 @@ def _hash(text: str) -> str:
 # One encoder, built once (`json.dumps` with options builds one per call). Keys sorted, so
 # the text does not depend on a store keeping their order.
 _encode = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
+# The same text, refusing what a store refuses (NaN, infinities): what `Chain.encode` stores.
+_strict = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False).encode
+_string = json.encoder.encode_basestring_ascii  # a str as `_encode` writes it
 
 
 def digest(previous: str, kind: str, key: str | None, data: Mapping[str, Any]) -> str:
@@ -109,6 +116,34 @@ class Chain:
             last = digest(last, kind, key, data)
             sealed.append((kind, {**data, FIELD: last}, key))
         return sealed, last
+
+    def encode(self, entries: Sequence[Entry]) -> tuple[list[NewRecord], str] | None:
+        """`entries` sealed as `seal` does, and encoded for the store in the same pass: each
+        data's JSON text (keys sorted) is both what the checksum is taken over and what is
+        stored, with `"sum"` added as its last field. `None` when an entry needs `seal` and
+        the store's own checks (data that is not a JSON object of string keys, a value JSON
+        has no text for, a `sum` given, a key repeated, a kind or key that is no name)."""
+        records: list[NewRecord] = []
+        keys: set[tuple[str, str]] = set()
+        last = self.last
+        for entry in entries:
+            kind, data = entry[0], entry[1]
+            key = entry[2] if len(entry) == 3 else None
+            if type(data) is not dict or FIELD in data or type(kind) is not str or not kind:
+                return None
+            if key is not None:
+                if type(key) is not str or not key or (kind, key) in keys:
+                    return None
+                keys.add((kind, key))
+            try:
+                body = _strict(data)
+            except (TypeError, ValueError):
+                return None
+            head = f"{_string(kind)},{'null' if key is None else _string(key)}"
+            last = _hash(f"{last}\n[{head},{body}]")  # as `digest`: [kind, key, data]
+            text = f'{body[:-1]}{"," if len(body) > 2 else ""}"{FIELD}":"{last}"}}'
+            records.append(NewRecord(kind, text, key))
+        return records, last
 
     def moved(self, last: str, seq: int) -> None:
         """The sealed entries were written; the last one has `seq`."""

@@ -22,10 +22,16 @@ from agentloops.usage import Usage
 
 
 def response_to_dict(response: ModelResponse) -> dict[str, Any]:
+    usage = response.usage  # its four counts, without `dataclasses.asdict`'s deep copy
     data = {
         "message": message_to_dict(response.message),
         "stop_reason": response.stop_reason,
-        "usage": dataclasses.asdict(response.usage),
+        "usage": {
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "cache_read_tokens": usage.cache_read_tokens,
+            "cache_write_tokens": usage.cache_write_tokens,
+        },
         "model": response.model,
         "output": response.output,
     }

@@ -118,7 +118,7 @@ async def drive(
                 elif kind is Emit:
                     yield effect.event  # type: ignore[union-attr]
                 elif kind is Journal:
-                    await _pool.call(effect.write, effect.entries, effect.status, pool=_pool.own)  # type: ignore[union-attr]
+                    await _journal(effect)  # type: ignore[arg-type]
                 elif kind is CheckOutput:
                     outcome = await _events.acheck(effect)  # type: ignore[arg-type]
                 elif kind is CheckGuard:
@@ -147,6 +147,16 @@ async def drive(
     finally:
         tools.cancel()
         machine.close()
+
+
+async def _journal(effect: Journal) -> None:
+    """A journal write: the session's async path (`Session.awrite`: no thread hop for a
+    store that needs none), else on agentloops' own pool for store I/O."""
+    awrite = getattr(effect.write, "awrite", None)
+    if awrite is not None:
+        await awrite(effect.entries, effect.status)
+    else:
+        await _pool.call(effect.write, effect.entries, effect.status, pool=_pool.own)
 
 
 async def _call_model(

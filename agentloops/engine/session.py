@@ -51,6 +51,7 @@ from agentloops.errors import (
     RunLeased,
     StoreError,
 )
+from agentloops.journal._base import NewRecord
 from agentloops.journal.records import Entry, JournalRecord, Lease, RunInfo, RunStore
 from agentloops.messages import ToolCall
 
@@ -147,14 +148,25 @@ class Session:
         parent run's is no longer its holder's). The first write of a reopened run that
         goes on sets its status back to "running", so a crash from here on does not leave
         it saying "paused", "in_doubt" or "failed"."""
+        status = self._writing(status)
+        write(self.store, self.keeper.lease, self.chain, entries, status)
+        self._wrote(status)
+
+    async def awrite(self, entries: list[Entry], status: str | None) -> None:
+        """`write` from the event loop, with no thread of its own (`awrite`)."""
+        status = self._writing(status)
+        await awrite(self.store, self.keeper.lease, self.chain, entries, status)
+        self._wrote(status)
+
+    def _writing(self, status: str | None) -> str | None:
         parent = self.parent
         while parent is not None:
             parent.keeper.check()
             parent = parent.parent
         self.keeper.check()
-        if status is None and self._status != "running":
-            status = "running"
-        append(self.store, self.keeper.lease, self.chain, entries, status)
+        return "running" if status is None and self._status != "running" else status
+
+    def _wrote(self, status: str | None) -> None:
         if status is not None:
             self.status = status
             self._status = status
@@ -162,12 +174,13 @@ class Session:
     def journaled(self, machine: Machine[R], host: ToolHost, observed: bool = True) -> Machine[R]:
         self.hosting = bool(host.registry.hosted)
         nonce = self.meta.get("nonce") if self.chain is not None else None
-        return journaled(machine, self.past, self.write, host.registry, nonce or "", observed)
+        writer = _Writer(self)
+        return journaled(machine, self.past, writer, host.registry, nonce or "", observed)
 
     def __enter__(self) -> Session:
         top = self._top()
-        if top is None:
-            self.keeper.start()
+        if top is None:  # renewed with every lease this process holds in the store
+            self.keeper._start_shared()
         else:  # a sub-run: the keeper of the run at the top renews its lease too
             top.keeper.attach(self.keeper)
         return self
@@ -225,6 +238,73 @@ def append(
         raise
     chain.moved(last, written[-1].seq)
     return written
+
+
+class _Writer:
+    """A session's journal writes as the `Journal` effect carries them: called by the sync
+    driver, `awrite` awaited by the asyncio one."""
+
+    __slots__ = ("awrite", "write")
+
+    def __init__(self, session: Session):
+        self.write = session.write
+        self.awrite = session.awrite
+
+    def __call__(self, entries: list[Entry], status: str | None) -> None:
+        self.write(entries, status)
+
+
+def write(
+    store: RunStore, lease: Lease, chain: Chain | None, entries: list[Entry], status: str | None
+) -> None:
+    """`append` for a writer that needs no records back: a live run's records are encoded
+    once (the chain's text is the stored text, `Chain.encode`), and the store decodes
+    nothing it just wrote."""
+    if chain is not None and chain.stale:
+        chain.catch_up(store.read(lease.run_id, after=chain.seq))
+    encoded = _encoded(store, chain, entries)
+    if encoded is None:
+        append(store, lease, chain, entries, status)
+        return
+    assert chain is not None
+    new, last = encoded
+    try:
+        seq = store._append_records(lease, new, None, status)  # type: ignore[attr-defined]
+    except (LeaseLost, JournalConflict):
+        raise  # refused: nothing was written
+    except BaseException:
+        chain.stale = True
+        raise
+    chain.moved(last, seq)
+
+
+async def awrite(
+    store: RunStore, lease: Lease, chain: Chain | None, entries: list[Entry], status: str | None
+) -> None:
+    """`write` from the event loop: the store's own async path when it has one (memory:
+    inline; SQLite: its group commit; others: agentloops' pool for store I/O)."""
+    encoded = None if chain is None or chain.stale else _encoded(store, chain, entries)
+    if encoded is None:  # the general path, blocking: on the pool
+        await _pool.call(write, store, lease, chain, entries, status, pool=_pool.own)
+        return
+    assert chain is not None
+    new, last = encoded
+    try:
+        seq = await store._aappend_records(lease, new, None, status)  # type: ignore[attr-defined]
+    except (LeaseLost, JournalConflict):
+        raise
+    except BaseException:  # cancelled too: the write may have committed
+        chain.stale = True
+        raise
+    chain.moved(last, seq)
+
+
+def _encoded(
+    store: RunStore, chain: Chain | None, entries: list[Entry]
+) -> tuple[list[NewRecord], str] | None:
+    if chain is None or not getattr(store, "_takes_records", False):
+        return None  # a format 1 journal, a store of the user's (or a subclass's own
+    return chain.encode(entries)  # `append_many`): the public path
 
 
 def begin(

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from agentloops import _pool
 from agentloops.errors import (
     ConfigurationError,
     JournalConflict,
@@ -380,3 +381,44 @@ class StoreBase:
         self, lease: Lease, new: list[NewRecord], after: int | None, status: str | None
     ) -> list[JournalRecord]:
         raise NotImplementedError
+
+    @property
+    def _renews_in_batches(self) -> bool:
+        """Whether the shared lease keeper may renew through `_renew_many`: not when a
+        subclass overrides `renew`, whose override is kept."""
+        return type(self).renew is StoreBase.renew
+
+    def _renew_many(self, leases: Sequence[Lease]) -> list[Lease | LeaseLost]:
+        """Renew each lease by its ttl, in one write where the backend can: each renewed
+        lease, or the `LeaseLost` that says why not (the others are renewed all the same).
+        A `StoreError` means none may have been."""
+        out: list[Lease | LeaseLost] = []
+        for lease in leases:
+            try:
+                out.append(self._renew(lease, lease.ttl))
+            except LeaseLost as exc:
+                out.append(exc)
+        return out
+
+    @property
+    def _takes_records(self) -> bool:
+        """Whether the engine may write through `_append_records`: not when a subclass
+        overrides `append_many` (to count, fail or log writes), whose override is kept."""
+        return type(self).append_many is StoreBase.append_many
+
+    def _append_records(
+        self, lease: Lease, new: list[NewRecord], after: int | None, status: str | None
+    ) -> int:
+        """`_append` of records encoded by the caller (the engine's, sealed into the run's
+        chain: `engine._chain.Chain.encode`), for a caller that needs only the last seq: a
+        backend overrides it to skip decoding what it just wrote."""
+        return self._append(lease, new, after, status)[-1].seq
+
+    async def _aappend_records(
+        self, lease: Lease, new: list[NewRecord], after: int | None, status: str | None
+    ) -> int:
+        """`_append_records` from the event loop: by default on agentloops' own pool for
+        store I/O; a backend that need not block (memory) or that batches (SQLite's group
+        commit) overrides it."""
+        seq: int = await _pool.call(self._append_records, lease, new, after, status, pool=_pool.own)
+        return seq

@@ -4,15 +4,21 @@ Renewal is what keeps a long model or tool call from losing the run; noticing a 
 renewal is what lets the driver stop before it does work it can no longer record.
 Fencing does not depend on the keeper: a write under a lost lease fails anyway.
 
+The durable runs' keepers share one thread per store and process (`_Renewals`): it renews
+every lease they hold in one batched write per interval (the store's `_renew_many`), so a
+thousand runs cost one thread and a few writes a second, not a thousand of each.
+
 Rule: it knows a `RunStore` and its `Lease`, and no driver or loop.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
 from types import TracebackType
+from typing import ClassVar
 
 from agentloops import _pool
 from agentloops.errors import ConfigurationError, LeaseLost, StoreError
@@ -73,6 +79,7 @@ class LeaseKeeper:
         self._thread: threading.Thread | None = None
         self._attached: list[LeaseKeeper] = []
         self._lock = threading.Lock()
+        self._shared: _Renewals | None = None
         # When the lease was last known good: build the keeper right after acquiring it.
         self._renewed_at = time.monotonic()
 
@@ -106,9 +113,20 @@ class LeaseKeeper:
         self._thread.start()
         return self
 
+    def _start_shared(self) -> LeaseKeeper:
+        """Start renewing from the one thread this process keeps for the store's leases
+        (with theirs, in one batched write per interval), not a thread of its own."""
+        if self._thread is not None or self._shared is not None:
+            raise ConfigurationError("this LeaseKeeper was started already")
+        self._shared = _Renewals.of(self.store)
+        self._shared.add(self)
+        return self
+
     def stop(self) -> None:
         """Stop renewing and wait for the thread (at most one renewal in flight)."""
         self._stop.set()
+        if self._shared is not None:
+            self._shared.remove(self)
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
 
@@ -125,13 +143,15 @@ class LeaseKeeper:
             if other in self._attached:
                 self._attached.remove(other)
 
+    def _attached_now(self) -> list[LeaseKeeper]:
+        with self._lock:
+            return list(self._attached)
+
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             if not self._renew():
                 return
-            with self._lock:
-                attached = list(self._attached)
-            for other in attached:
+            for other in self._attached_now():
                 if other._lost is None:
                     other._renew()
 
@@ -139,15 +159,22 @@ class LeaseKeeper:
         """Renew once; False when the lease is lost (the keeper stops keeping it)."""
         sent = time.monotonic()
         try:
-            self._lease = self.store.renew(self._lease)
-        except LeaseLost as exc:
-            self._give_up(exc)
+            renewed: Lease | LeaseLost | StoreError = self.store.renew(self._lease)
+        except (LeaseLost, StoreError) as exc:
+            renewed = exc
+        return self._renewed(renewed, sent)
+
+    def _renewed(self, outcome: Lease | LeaseLost | StoreError, sent: float) -> bool:
+        """Take a renewal's outcome (the renewed lease, or why not), sent at `sent`."""
+        if isinstance(outcome, LeaseLost):
+            self._give_up(outcome)
             return False
-        except StoreError as exc:
+        if isinstance(outcome, StoreError):
             if time.monotonic() - self._renewed_at < self._lease.ttl:
                 return True  # transient: the lease is still ours for a while; try again
-            self._give_up(self._expired(exc))
+            self._give_up(self._expired(outcome))
             return False
+        self._lease = outcome
         self._renewed_at = sent
         return True
 
@@ -192,3 +219,135 @@ class LeaseKeeper:
         self._stop.set()
         # joining waits for a renewal in flight: not on the loop (nor its default executor)
         await _pool.call(self.stop, pool=_pool.own)
+
+
+class _Renewals:
+    """The shared keepers of one store in this process, renewed by one daemon thread: when
+    the first is due, every one due within half its interval is renewed in one batched
+    write (`_renew_many`; a lease at a time for a store without it), then the keepers
+    attached to them (sub-runs) in a second one, as a keeper's own thread does. The thread
+    ends when no keeper is left, and starts again with the next."""
+
+    _lock: ClassVar[threading.Lock] = threading.Lock()
+    _all: ClassVar[dict[int, _Renewals]] = {}
+    """By `id(store)`; a store's entry goes with its last keeper (no store is kept alive)."""
+
+    def __init__(self, store: RunStore):
+        self.store = store
+        self.cond = threading.Condition(threading.Lock())
+        self.due: dict[LeaseKeeper, float] = {}
+        """Each keeper, and when it is next due (monotonic)."""
+        self.busy: set[LeaseKeeper] = set()
+        """The keepers whose renewal is in flight."""
+        self.running = False
+        self.thread: threading.Thread | None = None
+        self.wake_at = 0.0
+        """When the thread wakes next, unless told sooner (a keeper due before then)."""
+
+    @classmethod
+    def of(cls, store: RunStore) -> _Renewals:
+        with cls._lock:
+            renewals = cls._all.get(id(store))
+            if renewals is None or renewals.store is not store:
+                renewals = cls._all[id(store)] = cls(store)
+            return renewals
+
+    def add(self, keeper: LeaseKeeper) -> None:
+        with _Renewals._lock, self.cond:  # the store's entry cannot go meanwhile
+            _Renewals._all[id(self.store)] = self
+            due = self.due[keeper] = time.monotonic() + keeper.interval
+            if self.running:
+                if due < self.wake_at:  # (a thousand runs starting wake it not once each)
+                    self.cond.notify()
+                return
+            self.running = True
+            self.thread = threading.Thread(target=self._run, name="lease-keeper", daemon=True)
+        try:
+            self.thread.start()
+        except BaseException:
+            with self.cond:
+                self.running = False
+            raise
+
+    def remove(self, keeper: LeaseKeeper) -> None:
+        """Renew `keeper` no more (waiting for a renewal of it in flight)."""
+        with self.cond:
+            self.due.pop(keeper, None)
+            if not self.due:
+                self.cond.notify_all()  # the last one gone: the thread ends now, not when due
+            while keeper in self.busy and threading.current_thread() is not self.thread:
+                self.cond.wait()
+
+    def _next(self) -> list[LeaseKeeper] | None:
+        """Wait for the next keepers due; `None` when none is left (the thread ends)."""
+        while True:
+            with self.cond:
+                while self.due:
+                    now = time.monotonic()
+                    first = min(self.due.values())
+                    if first <= now:
+                        batch = [k for k, at in self.due.items() if at - k.interval / 2 <= now]
+                        self.busy.update(batch)
+                        return batch
+                    self.wake_at = first
+                    self.cond.wait(first - now)
+            with _Renewals._lock, self.cond:  # none left: go, unless one came meanwhile
+                if not self.due:
+                    self.running = False
+                    if _Renewals._all.get(id(self.store)) is self:
+                        del _Renewals._all[id(self.store)]
+                    return None
+
+    def _run(self) -> None:
+        while True:
+            batch = self._next()
+            if batch is None:
+                return
+            try:
+                self._renew(batch)
+                attached = [
+                    other
+                    for keeper in batch
+                    if keeper._lost is None
+                    for other in keeper._attached_now()
+                    if other._lost is None
+                ]
+                if attached:
+                    self._renew(attached)
+            finally:
+                with self.cond:
+                    self.busy.difference_update(batch)
+                    now = time.monotonic()
+                    for keeper in batch:
+                        if keeper in self.due:
+                            if keeper._lost is None:
+                                self.due[keeper] = now + keeper.interval
+                            else:
+                                del self.due[keeper]
+                    self.cond.notify_all()
+
+    def _renew(self, keepers: list[LeaseKeeper]) -> None:
+        batches = getattr(self.store, "_renews_in_batches", False)
+        many = self.store._renew_many if batches else None  # type: ignore[attr-defined]
+        if many is None:  # a store of the user's (or a `renew` of its own): one at a time
+            for keeper in keepers:
+                keeper._renew()
+            return
+        sent = time.monotonic()
+        outcomes: list[Lease | LeaseLost | StoreError]
+        try:
+            outcomes = many([keeper._lease for keeper in keepers])
+        except StoreError as exc:  # the whole write failed (the database is unreachable)
+            outcomes = [exc] * len(keepers)
+        for keeper, outcome in zip(keepers, outcomes, strict=True):
+            keeper._renewed(outcome, sent)
+
+
+def _forget_renewals() -> None:
+    """In a forked child: none of the parent's threads runs, and none of its leases is ours."""
+    _Renewals._lock = threading.Lock()
+    _Renewals._all = {}
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows
+    os.register_at_fork(after_in_child=_forget_renewals)

@@ -11,11 +11,11 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from agentloops.errors import RunExists
+from agentloops.errors import LeaseLost, RunExists
 from agentloops.journal._base import (
     NewRecord,
     StoreBase,
@@ -78,7 +78,7 @@ class MemoryStore(StoreBase):
     def __init__(self, *, clock: Callable[[], float] = time.time):
         self._clock = clock
         self._runs: dict[str, _Run] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._results: MemoryResults | None = None
         self._followers: dict[str, set[Wakeup]] = {}
         """The followers of each run, woken by every append to it and by its deletion."""
@@ -97,6 +97,14 @@ class MemoryStore(StoreBase):
 
     def _fenced(self, lease: Lease, now: float) -> _Run:
         run = self._runs.get(lease.run_id)
+        if (
+            run is not None
+            and run.epoch == lease.epoch
+            and run.holder is not None
+            and run.expires_at is not None
+            and run.expires_at > now
+        ):
+            return run  # current: what `fence` would say, without its datetimes
         current = None if run is None else (run.holder, run.epoch, utc_or_none(run.expires_at))
         fence(lease, current, utc(now))
         assert run is not None  # fence raised otherwise
@@ -128,7 +136,7 @@ class MemoryStore(StoreBase):
             )
 
     def _renew(self, lease: Lease, ttl: float) -> Lease:
-        with self._lock:
+        with self._lock:  # re-entrant: `_renew_many` holds it
             now = self._clock()
             run = self._fenced(lease, now)
             run.expires_at, run.ttl = now + ttl, ttl
@@ -139,6 +147,10 @@ class MemoryStore(StoreBase):
                 ttl=ttl,
                 expires_at=utc(now + ttl),
             )
+
+    def _renew_many(self, leases: Sequence[Lease]) -> list[Lease | LeaseLost]:
+        with self._lock:  # one lock for all: renewed as one write
+            return super()._renew_many(leases)
 
     def release(self, lease: Lease) -> bool:
         with self._lock:
@@ -180,25 +192,44 @@ class MemoryStore(StoreBase):
         self, lease: Lease, new: list[NewRecord], after: int | None, status: str | None
     ) -> list[JournalRecord]:
         with self._lock:
-            now = self._clock()
-            run = self._fenced(lease, now)
-            last = len(run.records)
-            check_after(lease.run_id, after, last)
-            for entry in new:
-                seq = None if entry.key is None else run.keys.get((entry.kind, entry.key))
-                if seq is not None:
-                    raise key_taken(self._record(lease.run_id, run, seq), last)
-            for entry in new:
-                run.records.append((entry.kind, entry.key, entry.data, now))
-                if entry.key is not None:
-                    run.keys[(entry.kind, entry.key)] = len(run.records)
-            run.updated_at = now
-            run.status = run.status if status is None else status
-            self._wake(lease.run_id)
+            last = self._insert(lease, new, after, status) - len(new)
+            run = self._runs[lease.run_id]
             return [
                 self._record(lease.run_id, run, seq)
                 for seq in range(last + 1, len(run.records) + 1)
             ]
+
+    def _append_records(
+        self, lease: Lease, new: list[NewRecord], after: int | None, status: str | None
+    ) -> int:
+        with self._lock:
+            return self._insert(lease, new, after, status)
+
+    async def _aappend_records(
+        self, lease: Lease, new: list[NewRecord], after: int | None, status: str | None
+    ) -> int:
+        return self._append_records(lease, new, after, status)  # a list under a lock: inline
+
+    def _insert(
+        self, lease: Lease, new: list[NewRecord], after: int | None, status: str | None
+    ) -> int:
+        """Append under the lock, fenced; the last seq."""
+        now = self._clock()
+        run = self._fenced(lease, now)
+        last = len(run.records)
+        check_after(lease.run_id, after, last)
+        for entry in new:
+            seq = None if entry.key is None else run.keys.get((entry.kind, entry.key))
+            if seq is not None:
+                raise key_taken(self._record(lease.run_id, run, seq), last)
+        for entry in new:
+            run.records.append((entry.kind, entry.key, entry.data, now))
+            if entry.key is not None:
+                run.keys[(entry.kind, entry.key)] = len(run.records)
+        run.updated_at = now
+        run.status = run.status if status is None else status
+        self._wake(lease.run_id)
+        return len(run.records)
 
     def read(self, run_id: str, *, after: int = 0, limit: int | None = None) -> list[JournalRecord]:
         start = check_after_arg(after) or 0

@@ -11,13 +11,14 @@ driver or a loop.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from agentloops.errors import RunExists, StoreError
+from agentloops._pool import Job
+from agentloops.errors import JournalConflict, LeaseLost, RunExists, StoreError
 from agentloops.journal._base import (
     SCHEMA_VERSION,
     NewRecord,
@@ -33,6 +34,7 @@ from agentloops.journal._base import (
     run_info,
 )
 from agentloops.journal._connection import ConnectionPerProcess
+from agentloops.journal._group import GroupCommit
 from agentloops.journal.postgres_follow import NOTIFY as _NOTIFY
 from agentloops.journal.postgres_follow import PAGE_SQL, as_utc, page_of
 from agentloops.journal.records import JournalRecord, Lease, RunInfo
@@ -80,11 +82,32 @@ _APPEND = (
     " WITH ORDINALITY AS e(kind, key, data, n) RETURNING seq, at)"
     f" SELECT seq, at, {_NOTIFY}::text FROM added ORDER BY seq"
 )
+# Every lease of a batch whose holder still holds it, extended by its ttl: one statement.
+_RENEW_MANY = (
+    "UPDATE agentloops_runs r SET lease_expires_at = clock_timestamp() + l.ttl * interval"
+    " '1 second' FROM unnest(%(ids)s::text[], %(epochs)s::bigint[], %(ttls)s::float8[])"
+    " AS l(run_id, epoch, ttl) WHERE r.run_id = l.run_id AND r.epoch = l.epoch"
+    " AND r.holder IS NOT NULL AND r.lease_expires_at > clock_timestamp()"
+    " RETURNING r.run_id, r.epoch, r.lease_expires_at"
+)
 _INFO = (
     "SELECT run_id, kind, status, meta::text, created_at, updated_at, holder, lease_expires_at,"
     " epoch, last_seq, clock_timestamp() FROM agentloops_runs"
 )
 _RECORD = "SELECT seq, kind, key, data::text, at FROM agentloops_journal"
+
+
+class _KeyTaken(Exception):
+    """A batch member's record repeats a key: the batch is written again a job at a time."""
+
+
+def _params(
+    lease: Lease, new: list[NewRecord], after: int | None, status: str | None
+) -> dict[str, Any]:
+    params = {"run_id": lease.run_id, "epoch": lease.epoch, "n": len(new)}
+    params |= {"after": after, "status": status, "kinds": [e.kind for e in new]}
+    params |= {"keys": [e.key for e in new], "data": [e.data for e in new]}
+    return params
 
 
 class PostgresStore(ConnectionPerProcess):
@@ -116,6 +139,8 @@ class PostgresStore(ConnectionPerProcess):
         self.conninfo = conninfo
         """The connection string, for an application's own connections."""
         self.connect_timeout = connect_timeout
+        self._group = GroupCommit(self._commit, "agentloops-postgres")
+        """The asyncio driver's appends, committed in batches (`journal._group`)."""
         self._init_connection()
 
     def _settings(self) -> dict[str, Any]:
@@ -253,6 +278,28 @@ class PostgresStore(ConnectionPerProcess):
                 self._lost(conn, lease)
         return replace(lease, ttl=ttl, expires_at=as_utc(row[0]))
 
+    def _renew_many(self, leases: Sequence[Lease]) -> list[Lease | LeaseLost]:
+        """Every lease renewed in one statement; a lost one fails alone (and is asked why)."""
+        params = {
+            "ids": [lease.run_id for lease in leases],
+            "epochs": [lease.epoch for lease in leases],
+            "ttls": [lease.ttl for lease in leases],
+        }
+        with self._using("", f"renew {len(leases)} leases") as conn:
+            rows = conn.execute(_RENEW_MANY, params).fetchall()
+            renewed = {(run_id, epoch): expires for run_id, epoch, expires in rows}
+            out: list[Lease | LeaseLost] = []
+            for lease in leases:
+                expires = renewed.get((lease.run_id, lease.epoch))
+                if expires is not None:
+                    out.append(replace(lease, expires_at=as_utc(expires)))
+                    continue
+                try:
+                    self._lost(conn, lease)
+                except LeaseLost as exc:
+                    out.append(exc)
+        return out
+
     def _break(self, run_id: str) -> bool:
         with self._using(run_id, f"break the lease of run {run_id!r}") as conn:
             row = conn.execute(
@@ -293,23 +340,78 @@ class PostgresStore(ConnectionPerProcess):
     def _append(
         self, lease: Lease, new: list[NewRecord], after: int | None, status: str | None
     ) -> list[JournalRecord]:
+        rows = self._insert(lease, new, after, status)
+        at = as_utc(rows[0][1])
+        return [
+            record(lease.run_id, seq, e.kind, e.key, e.data, at)
+            for e, (seq, _, _) in zip(new, rows, strict=True)
+        ]
+
+    def _append_records(
+        self, lease: Lease, new: list[NewRecord], after: int | None, status: str | None
+    ) -> int:
+        seq: int = self._insert(lease, new, after, status)[-1][0]
+        return seq
+
+    def _insert(
+        self, lease: Lease, new: list[NewRecord], after: int | None, status: str | None
+    ) -> list[Any]:
+        """The fenced append, one statement: a row `(seq, at, _)` per record."""
         run_id = lease.run_id
-        params = {"run_id": run_id, "epoch": lease.epoch, "n": len(new)}
-        params |= {"after": after, "status": status, "kinds": [e.kind for e in new]}
-        params |= {"keys": [e.key for e in new], "data": [e.data for e in new]}
         with self._using(run_id, f"append to run {run_id!r}") as conn:
             try:
-                rows = conn.execute(_APPEND, params).fetchall()
+                rows = conn.execute(_APPEND, _params(lease, new, after, status)).fetchall()
             except self._psycopg.errors.UniqueViolation:
                 self._key_taken(conn, run_id, new)
                 raise
             if not rows:
                 self._lost(conn, lease, after)
-        at = as_utc(rows[0][1])
-        return [
-            record(run_id, seq, e.kind, e.key, e.data, at)
-            for e, (seq, _, _) in zip(new, rows, strict=True)
-        ]
+        return rows
+
+    async def _aappend_records(
+        self, lease: Lease, new: list[NewRecord], after: int | None, status: str | None
+    ) -> int:
+        seq: int = await self._group.append(lease, new, after, status)
+        return seq
+
+    def _commit(self, jobs: list[Job]) -> None:
+        """A group commit's batch (`journal._group`) in one transaction, one commit for all:
+        each job's append fenced on its own (a refused one fails alone: its statement
+        matched no row). A key taken makes PostgreSQL abort the transaction before its
+        commit: nothing was written, and each job is then written on its own."""
+        if len(jobs) > 1:
+            try:
+                with self._using("", f"append to {len(jobs)} runs", transaction=True) as conn:
+                    for job in jobs:
+                        self._member(conn, job)
+                return
+            except _KeyTaken:
+                pass
+            except StoreError as exc:  # the connection: each may or may not have committed
+                for job in jobs:
+                    if not isinstance(job.error, LeaseLost | JournalConflict):
+                        job.value, job.error = None, exc
+                return
+        for job in jobs:
+            job.value = job.error = None
+            try:
+                job.value = self._append_records(*job.args)
+            except (LeaseLost, JournalConflict, StoreError) as exc:
+                job.error = exc
+
+    def _member(self, conn: Conn, job: Job) -> None:
+        lease, new, after, status = job.args
+        try:
+            rows = conn.execute(_APPEND, _params(lease, new, after, status)).fetchall()
+        except self._psycopg.errors.UniqueViolation as exc:
+            raise _KeyTaken from exc
+        if rows:
+            job.value = rows[-1][0]
+            return
+        try:
+            self._lost(conn, lease, after)
+        except (LeaseLost, JournalConflict, StoreError) as exc:
+            job.error = exc
 
     def _key_taken(self, conn: Conn, run_id: str, new: list[NewRecord]) -> None:
         """Raise `JournalConflict` naming the stored record whose key an entry repeats."""

@@ -14,13 +14,20 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from agentloops.errors import ConfigurationError, RunExists, StoreError
+from agentloops._pool import Job
+from agentloops.errors import (
+    ConfigurationError,
+    JournalConflict,
+    LeaseLost,
+    RunExists,
+    StoreError,
+)
 from agentloops.journal._base import (
     NewRecord,
     bounded,
@@ -38,6 +45,7 @@ from agentloops.journal._base import (
     utc_or_none,
 )
 from agentloops.journal._connection import ConnectionPerProcess
+from agentloops.journal._group import GroupCommit
 from agentloops.journal.follow import backoff
 from agentloops.journal.records import JournalRecord, Lease, RunInfo
 
@@ -68,6 +76,12 @@ _INFO = (
     " AND j.seq = (SELECT max(seq) FROM agentloops_journal WHERE run_id = r.run_id)"
 )
 _RECORD = "SELECT seq, kind, key, CAST(data AS BLOB), at FROM agentloops_journal"
+# What an append checks, in one statement: the run's lease, and its journal's last seq.
+_FENCE_LAST = (
+    "SELECT holder, epoch, lease_expires_at,"
+    " (SELECT coalesce(max(seq), 0) FROM agentloops_journal WHERE run_id = ?)"
+    " FROM agentloops_runs WHERE run_id = ?"
+)
 _VERSION = 2
 """The table layout this store writes: version 2 added `agentloops_runs.lease_ttl` (a file
 of version 1 gets the column when it is first opened; its leases then have none)."""
@@ -132,6 +146,8 @@ class SQLiteStore(ConnectionPerProcess):
         self._clock = clock
         self.follow_poll = float(follow_poll)
         """The longest a follower waits between two looks at the file (see `follow`)."""
+        self._group = GroupCommit(self._commit, f"agentloops-sqlite {self.path.name}")
+        """The asyncio driver's appends, committed in batches (`journal._group`)."""
         self._init_connection()
 
     def _settings(self) -> dict[str, Any]:
@@ -259,6 +275,24 @@ class SQLiteStore(ConnectionPerProcess):
             conn.execute(query, (now + ttl, ttl, lease.run_id))
         return replace(lease, ttl=ttl, expires_at=utc(now + ttl))
 
+    def _renew_many(self, leases: Sequence[Lease]) -> list[Lease | LeaseLost]:
+        """Every lease renewed in one transaction; a lost one fails alone."""
+        out: list[Lease | LeaseLost] = []
+        with self._using("", f"renew {len(leases)} leases", write=True) as conn:
+            for lease in leases:
+                try:
+                    now = self._fenced(conn, lease)
+                except LeaseLost as exc:
+                    out.append(exc)
+                    continue
+                query = (
+                    "UPDATE agentloops_runs SET lease_expires_at = ?, lease_ttl = ?"
+                    " WHERE run_id = ?"
+                )
+                conn.execute(query, (now + lease.ttl, lease.ttl, lease.run_id))
+                out.append(replace(lease, expires_at=utc(now + lease.ttl)))
+        return out
+
     def _break(self, run_id: str) -> bool:
         with self._using(run_id, f"break the lease of run {run_id!r}", write=True) as conn:
             query = "SELECT holder FROM agentloops_runs WHERE run_id = ?"
@@ -299,23 +333,76 @@ class SQLiteStore(ConnectionPerProcess):
     ) -> list[JournalRecord]:
         run_id = lease.run_id
         with self._using(run_id, f"append to run {run_id!r}", write=True) as conn:
-            now = self._fenced(conn, lease)
-            query = "SELECT coalesce(max(seq), 0) FROM agentloops_journal WHERE run_id = ?"
-            last = conn.execute(query, (run_id,)).fetchone()[0]
-            check_after(run_id, after, last)
-            for entry in new:
-                taken = entry.key and self._find(conn, run_id, entry.kind, entry.key)
-                if taken:
-                    raise key_taken(taken, last)
-            conn.executemany(
-                "INSERT INTO agentloops_journal VALUES (?, ?, ?, ?, ?, ?)",
-                [(run_id, last + i, e.kind, e.key, e.data, now) for i, e in enumerate(new, 1)],
-            )
-            if status is not None:
-                query = "UPDATE agentloops_runs SET status = ?, updated_at = ? WHERE run_id = ?"
-                conn.execute(query, (status, now, run_id))
-        at = utc(now)
-        return [record(run_id, last + i, e.kind, e.key, e.data, at) for i, e in enumerate(new, 1)]
+            last, now = self._insert(conn, lease, new, after, status)
+        at, first = utc(now), last - len(new)
+        return [record(run_id, first + i, e.kind, e.key, e.data, at) for i, e in enumerate(new, 1)]
+
+    def _append_records(
+        self, lease: Lease, new: list[NewRecord], after: int | None, status: str | None
+    ) -> int:
+        run_id = lease.run_id
+        with self._using(run_id, f"append to run {run_id!r}", write=True) as conn:
+            return self._insert(conn, lease, new, after, status)[0]
+
+    async def _aappend_records(
+        self, lease: Lease, new: list[NewRecord], after: int | None, status: str | None
+    ) -> int:
+        seq: int = await self._group.append(lease, new, after, status)
+        return seq
+
+    def _commit(self, jobs: list[Job]) -> None:
+        """A group commit's batch in one transaction: each job's append fenced on its own
+        (a refused one fails alone, before it wrote anything), one commit for all."""
+        with self._lock:
+            try:
+                conn = self._connection()
+                with _transaction(conn, "BEGIN IMMEDIATE"):
+                    for job in jobs:
+                        try:
+                            job.value = self._insert(conn, *job.args)[0]
+                        except (LeaseLost, JournalConflict) as exc:
+                            job.error = exc
+            except sqlite3.Error as exc:  # rolled back: none of them was written
+                for job in jobs:
+                    if job.error is None or not isinstance(job.error, LeaseLost | JournalConflict):
+                        run_id = job.args[0].run_id
+                        job.value = None
+                        job.error = StoreError(
+                            f"{self.path}: could not append to run {run_id!r}: {exc}",
+                            run_id=run_id,
+                        )
+                        job.error.__cause__ = exc
+
+    def _insert(
+        self,
+        conn: sqlite3.Connection,
+        lease: Lease,
+        new: list[NewRecord],
+        after: int | None,
+        status: str | None,
+    ) -> tuple[int, float]:
+        """Append inside a write transaction, fenced: the last seq, and the records' time.
+        Every refusal (`LeaseLost`, `JournalConflict`) comes before anything is written."""
+        run_id = lease.run_id
+        now = self._clock()  # after BEGIN IMMEDIATE returned, as `_fenced`
+        row = conn.execute(_FENCE_LAST, (run_id, run_id)).fetchone()
+        current = row is not None and row[1] == lease.epoch and row[0] is not None
+        if not (current and row[2] is not None and row[2] > now):  # else: `fence` says why
+            fence(lease, None if row is None else (row[0], row[1], utc_or_none(row[2])), utc(now))
+        last = row[3]
+        check_after(run_id, after, last)
+        for entry in new:
+            taken = entry.key and self._find(conn, run_id, entry.kind, entry.key)
+            if taken:
+                raise key_taken(taken, last)
+        conn.executemany(
+            "INSERT INTO agentloops_journal VALUES (?, ?, ?, ?, ?, ?)",
+            [(run_id, last + i, e.kind, e.key, e.data, now) for i, e in enumerate(new, 1)],
+        )
+        if status is not None:
+            query = "UPDATE agentloops_runs SET status = ?, updated_at = ? WHERE run_id = ?"
+            conn.execute(query, (status, now, run_id))
+        return last + len(new), now
 
     def read(self, run_id: str, *, after: int = 0, limit: int | None = None) -> list[JournalRecord]:
         start = check_after_arg(after) or 0

@@ -7,6 +7,8 @@ not break the chain (issue 19, journal records carry nothing that binds them to 
 
 from __future__ import annotations
 
+import asyncio
+import json
 import sqlite3
 from collections.abc import Sequence
 from contextlib import closing
@@ -25,6 +27,7 @@ from agentloops import (
     ToolCall,
     tool,
 )
+from agentloops.engine._chain import Chain
 from agentloops.journal import Entry, JournalRecord, Lease
 from agentloops.testing import ScriptedModel, use_tools
 
@@ -175,6 +178,70 @@ def test_a_write_in_doubt_leaves_the_chain_whole() -> None:
     ]
     result = ReActLoop(model, [look], store=store).resume("r1")
     assert result.answer == "A!" and result.tool_calls == 1
+
+
+class CommitsThenFailsEncoded(MemoryStore):
+    """`CommitsThenFails` on the engine's own path: records encoded once, written through
+    `_append_records` (as a MemoryStore or SQLiteStore is written by a live run)."""
+
+    def __init__(self, fail_at: int):
+        super().__init__()
+        self.appends = 0
+        self.fail_at = fail_at
+
+    def _append_records(self, lease: Lease, new: Any, after: Any, status: Any) -> int:
+        seq = super()._append_records(lease, new, after, status)
+        self.appends += 1
+        if self.appends == self.fail_at:
+            raise StoreError("connection lost after the commit", run_id=lease.run_id)
+        return seq
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_a_write_in_doubt_on_the_encoded_path_leaves_the_chain_whole(driver: str) -> None:
+    store = CommitsThenFailsEncoded(fail_at=2)
+    model = ScriptedModel([use_tools(ToolCall("c1", "look", {"key": "a"})), "A!"])
+    loop = ReActLoop(model, [look], store=store)
+    with pytest.raises(StoreError, match="connection lost"):
+        if driver == "sync":
+            loop.run("q", run_id="r1")
+        else:
+            asyncio.run(loop.arun("q", run_id="r1"))
+    kinds = [r.kind for r in store.read("r1")]
+    assert kinds == ["model", "tool_started", "tool_finished", "failed"]
+    assert store.appends >= 3  # the records went through the encoded path
+    result = ReActLoop(model, [look], store=store).resume("r1")
+    assert result.answer == "A!" and result.tool_calls == 1
+
+
+def test_encoding_once_gives_the_checksums_and_data_sealing_gives() -> None:
+    """`Chain.encode` (the live path) and `Chain.seal` (the general one) agree on every
+    checksum, and the stored text reads back as the sealed data."""
+    entries: list[Entry] = [
+        ("model", {"b": 1, "a": "\u00e9 \ud800", "z": [1.5, None, {"y": True, "x": {}}]}),
+        ("tool_started", {"id": "c1"}, "k1"),
+        ("event", {}),
+    ]
+    sealed, last = Chain("r1", "n").seal(entries)
+    encoded = Chain("r1", "n").encode(entries)
+    assert encoded is not None and encoded[1] == last
+    for (kind, data, key), record in zip(sealed, encoded[0], strict=True):
+        assert (record.kind, record.key, json.loads(record.data)) == (kind, key, data)
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        ("model", {"x": float("nan")}),
+        ("model", {1: 2, "a": 3}),
+        ("model", {"sum": "x"}),
+        ("", {}),
+        ("model", {}, ""),
+    ],
+)
+def test_what_encoding_once_cannot_take_goes_the_general_way(entry: Any) -> None:
+    assert Chain("r1", "n").encode([entry]) is None
+    assert Chain("r1", "n").encode([("tool_started", {}, "k"), ("tool_started", {}, "k")]) is None
 
 
 def test_a_format_1_journal_has_no_checksums_and_still_resumes() -> None:

@@ -29,6 +29,7 @@ SCRIPTS = (
     "memory.py",
     "async_runs.py",
     "loop_stall.py",
+    "gc_runs.py",
     "stream_overhead.py",
     "subagent_overhead.py",
     "limiter.py",

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from agentloops.errors import AgentLoopsError, ConfigurationError, ContextWindowExceeded, ModelError
 from agentloops.model import ModelRequest, ModelResponse
+from agentloops.providers import _window as window
 from agentloops.providers._anthropic_client import (
     default_client,
     scrub,
@@ -411,8 +412,13 @@ class AnthropicModel:
                 f"{exc.api_message or exc.message}"
             )
             if _too_long(exc):
+                tokens, limit = window.numbers(message)
                 return ContextWindowExceeded(
-                    message, request_id=exc.request_id, status=exc.status_code
+                    message,
+                    request_id=exc.request_id,
+                    status=exc.status_code,
+                    tokens=tokens,
+                    limit=limit,
                 )
             if exc.status_code == 404:
                 message += self._hint()

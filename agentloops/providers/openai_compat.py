@@ -28,6 +28,7 @@ from agentloops.events import Delta
 from agentloops.messages import ToolCall
 from agentloops.model import ModelRequest, ModelResponse
 from agentloops.providers import _openai_http as http
+from agentloops.providers import _window as window
 from agentloops.providers._openai_drivers import Attempts, Send, Wait, adrive, drive
 from agentloops.providers._openai_reply import parse_arguments, parse_completion
 from agentloops.providers._openai_request import (
@@ -454,8 +455,13 @@ class OpenAICompatModel:
             f"{tries}: {http.detail(response.text)}{self._hint(response.status_code)}"
         )
         if kind is ContextWindowExceeded:
+            tokens, limit = window.numbers(response.text)
             return ContextWindowExceeded(
-                message, request_id=request_id, status=response.status_code
+                message,
+                request_id=request_id,
+                status=response.status_code,
+                tokens=tokens,
+                limit=limit,
             )
         return ModelError(
             message,

@@ -26,6 +26,7 @@ from agentloops.errors import (
     DeadlineExceeded,
     DecisionRefused,
     EmptyReply,
+    GuardrailTripped,
     HandoffCycle,
     InvalidOutput,
     JournalConflict,
@@ -51,6 +52,7 @@ from agentloops.events import (
     ApprovalRequested,
     Event,
     EventSink,
+    GuardTripped,
     JSONLSink,
     ModelCallFinished,
     ModelCallStarted,
@@ -80,6 +82,7 @@ from agentloops.messages import (
     ToolResult,
     validate_transcript,
 )
+from agentloops.middleware import Middleware, MiddlewareContext
 from agentloops.model import (
     AsyncModelClient,
     AsyncStreamingModelClient,
@@ -250,6 +253,8 @@ __all__ = [
     "EventReplay",
     "EventSink",
     "FallbackModel",
+    "GuardTripped",
+    "GuardrailTripped",
     "Handoff",
     "HandoffCycle",
     "InvalidOutput",
@@ -264,6 +269,8 @@ __all__ = [
     "MemoryCheckpointer",
     "MemoryStore",
     "Message",
+    "Middleware",
+    "MiddlewareContext",
     "ModelAttempt",
     "ModelCallFinished",
     "ModelCallStarted",

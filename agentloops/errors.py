@@ -8,6 +8,7 @@
     ├── ModelOutputError            structured output still invalid after retries (`.raw`)
     ├── TranscriptError             a transcript the provider would reject
     ├── PlanValidationError         a plan that must not run (`.problems`)
+    ├── GuardrailTripped            a guard said no (`.reason`, `.guard`, `.stage`)
     ├── CheckpointError             a run the loop cannot resume (`.run_id`, `.seq`, `.field`)
     ├── RecordWriteError            a JSONL record could not be written (`.path`; an OSError)
     ├── CassetteError               a cassette file that cannot be replayed (`.exchange`, `.field`)
@@ -202,6 +203,19 @@ class PlanValidationError(AgentLoopsError):
         self.plan = plan
         listed = "\n".join(f"  - {p}" for p in self.problems)
         super().__init__(f"invalid plan ({len(self.problems)} problems):\n{listed}")
+
+
+class GuardrailTripped(AgentLoopsError):
+    """A guard said no: raised by a guard's check (or returned as a reason), or by any
+    middleware hook. An input or output guard's trip stops the run with stop reason
+    "guardrail" (the run returns its partial result, it does not raise); a tool guard's
+    turns that call into an error result the model reads."""
+
+    def __init__(self, reason: str, *, guard: str = "", stage: str = ""):
+        super().__init__(reason)
+        self.reason = reason
+        self.guard = guard
+        self.stage = stage
 
 
 class CheckpointError(AgentLoopsError):

@@ -9,7 +9,7 @@ Rule: a kit over structured output and the engine's drivers; it knows no loop.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 import pydantic
@@ -17,8 +17,10 @@ import pydantic
 from agentloops.engine import sync
 from agentloops.engine.effects import Machine
 from agentloops.engine.host import NO_TOOLS as _NO_TOOLS
+from agentloops.engine.runs import Totals
 from agentloops.errors import check_limits
 from agentloops.events import EventSink
+from agentloops.middleware import Chain, Middleware, chained
 from agentloops.model import ModelClient
 from agentloops.structured import structured_machine
 from agentloops.usage import Usage
@@ -97,6 +99,8 @@ class Evaluator:
         system: the system prompt (`None`: `EVALUATOR_SYSTEM`).
         max_retries: re-asks when the output does not validate.
         on_event: receives the model call events (`loop="evaluator"`).
+        middleware: `Middleware` around its model call (docs/middleware.md); a guard that
+            trips raises `GuardrailTripped`.
 
     Raises (from `evaluate`):
         ModelOutputError: the verdict still did not validate after the retries (treat it
@@ -111,6 +115,7 @@ class Evaluator:
         system: str | None = None,
         max_retries: int = 2,
         on_event: EventSink | None = None,
+        middleware: Iterable[Middleware] = (),
     ):
         check_limits(max_retries=(max_retries, 0))
         self.model = model
@@ -118,6 +123,7 @@ class Evaluator:
         self.system = EVALUATOR_SYSTEM if system is None else system
         self.max_retries = max_retries
         self.on_event = on_event
+        self.chain = Chain(middleware)
 
     def evaluate(self, task: str, draft: str, evidence: Evidence = None) -> Verdict:
         """Judge `draft` as an answer to `task`, given only `evidence`."""
@@ -130,7 +136,23 @@ class Evaluator:
         return await aio.run(self.machine(task, draft, evidence), _NO_TOOLS, self.on_event)
 
     def machine(self, task: str, draft: str, evidence: Evidence = None) -> Machine[Verdict]:
-        """`evaluate` as a step machine (see `agentloops.engine`)."""
+        """`evaluate` as a step machine (see `agentloops.engine`), inside its middleware."""
+        totals = Totals()
+        machine = self._machine(task, draft, evidence, totals)
+        return chained(
+            machine,
+            self.chain,
+            loop="evaluator",
+            run_id="",
+            task=task,
+            totals=totals,
+            parent_run_id=None,
+            observed=self.on_event is not None,
+        )
+
+    def _machine(
+        self, task: str, draft: str, evidence: Evidence, totals: Totals
+    ) -> Machine[Verdict]:
         reply = yield from structured_machine(
             self.model,
             _Reply,
@@ -139,6 +161,7 @@ class Evaluator:
             max_retries=self.max_retries,
             loop="evaluator",
             role="evaluator",
+            totals=totals,
         )
         return Verdict(
             verdict=reply.value.verdict,

@@ -8,6 +8,7 @@ Rule: a kit over structured output and the engine's drivers; it knows no loop.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import pydantic
@@ -15,8 +16,10 @@ import pydantic
 from agentloops.engine import sync
 from agentloops.engine.effects import Machine
 from agentloops.engine.host import NO_TOOLS as _NO_TOOLS
+from agentloops.engine.runs import Totals
 from agentloops.errors import ConfigurationError, ModelOutputError, check_limits
 from agentloops.events import EventSink, Record
+from agentloops.middleware import Chain, Middleware, chained
 from agentloops.model import ModelClient
 from agentloops.structured import structured_machine
 from agentloops.usage import Usage
@@ -59,6 +62,8 @@ class Router:
         system: the system prompt (`None`: `ROUTER_SYSTEM`).
         max_retries: re-asks when the output does not validate, before falling back.
         on_event: receives the model call events (`loop="router"`).
+        middleware: `Middleware` around its model call (docs/middleware.md); a guard that
+            trips raises `GuardrailTripped`.
 
     Examples:
         >>> from agentloops.testing import ScriptedModel, respond_structured
@@ -77,6 +82,7 @@ class Router:
         system: str | None = None,
         max_retries: int = 1,
         on_event: EventSink | None = None,
+        middleware: Iterable[Middleware] = (),
     ):
         check_limits(max_retries=(max_retries, 0))
         if not routes:
@@ -89,6 +95,7 @@ class Router:
         self.system = ROUTER_SYSTEM if system is None else system
         self.max_retries = max_retries
         self.on_event = on_event
+        self.chain = Chain(middleware)
         # Lenient lookup: "Billing " still means "billing"; exact names win.
         self._folded = {name.strip().casefold(): name for name in reversed(list(routes))}
 
@@ -107,7 +114,22 @@ class Router:
         return await aio.run(self.machine(task), _NO_TOOLS, self.on_event)
 
     def machine(self, task: str) -> Machine[RouteDecision]:
-        """`route` as a step machine (see `agentloops.engine`)."""
+        """`route` as a step machine (see `agentloops.engine`), inside its middleware."""
+        totals = Totals()
+        observed = self.on_event is not None
+        machine = self._machine(task, totals)
+        return chained(
+            machine,
+            self.chain,
+            loop="router",
+            run_id="",
+            task=task,
+            totals=totals,
+            parent_run_id=None,
+            observed=observed,
+        )
+
+    def _machine(self, task: str, totals: Totals) -> Machine[RouteDecision]:
         try:
             reply = yield from structured_machine(
                 self.model,
@@ -117,6 +139,7 @@ class Router:
                 max_retries=self.max_retries,
                 loop="router",
                 role="router",
+                totals=totals,
             )
         except ModelOutputError as exc:
             return self._fallback(

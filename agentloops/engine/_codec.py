@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from agentloops.errors import ContextWindowExceeded, ModelError
 from agentloops.messages import (
     ToolOutcome,
     message_from_dict,
@@ -48,6 +49,22 @@ def response_from_dict(data: dict[str, Any]) -> ModelResponse:
         data["output"],
         tuple(ModelAttempt(**a) for a in data.get("attempts", ())),
     )
+
+
+def model_error_to_dict(error: ModelError) -> dict[str, Any]:
+    """What a replay needs of a failed model call: the error's kind, status and message."""
+    data: dict[str, Any] = {"message": str(error)[:2000], "kind": error.kind}
+    if error.status is not None:
+        data["status"] = error.status
+    return data
+
+
+def model_error_from_dict(data: dict[str, Any]) -> ModelError:
+    """The error again (a `ContextWindowExceeded` for its kind)."""
+    status = data.get("status")
+    if data["kind"] == "context_window":
+        return ContextWindowExceeded(data["message"], status=status)
+    return ModelError(data["message"], status=status, kind=data["kind"])
 
 
 def outcome_to_dict(outcome: ToolOutcome) -> dict[str, Any]:

@@ -77,6 +77,11 @@ _DECISION = {"approved": bool, "name": str, "args": dict, "by?": str}
 SCHEMAS: dict[str, tuple[dict[str, Any], bool]] = {
     # kind: (the data's schema, whether the record must have a key)
     "model": ({"run": str, "step": _Count, "response": _RESPONSE}, False),
+    # A model call that failed; replayed as its error when a retry followed it.
+    "model_failed": (
+        {"run": str, "step": _Count, "error": {"message": str, "kind": str, "status?": _Count}},
+        False,
+    ),
     "tool_started": (_CALL, True),
     "tool_finished": (
         {

@@ -46,7 +46,13 @@ from agentloops.engine.effects import (
     call_key,
 )
 from agentloops.engine.subruns import paused
-from agentloops.errors import AgentLoopsError, CallInDoubt, CheckpointError, ModelRetry
+from agentloops.errors import (
+    AgentLoopsError,
+    CallInDoubt,
+    CheckpointError,
+    ModelError,
+    ModelRetry,
+)
 from agentloops.events import PlanMade, Replanned, StepFinished, StepStarted, event_to_dict
 from agentloops.journal import Entry, JournalRecord
 from agentloops.messages import ToolCall, ToolOutcome
@@ -60,6 +66,10 @@ journals still resume (docs/durability.md says how)."""
 
 CHECKED = "output_checked"
 """The journal kind of an output validator's verdict: the value it kept, or its retry."""
+
+FAILED = "model_failed"
+"""The journal kind of a model call that failed (`ModelError`): replayed as that error
+when the run went on from it (a middleware answered it with a retry)."""
 
 DOUBT = "doubt_decision"
 """The journal kind of a person's decision on a call in doubt (an approval is "decision")."""
@@ -117,6 +127,8 @@ def journaled(
             if exc.result is not None:  # the partial result's, for the replayed RunFinished
                 why["stop_reason"] = exc.result.stop_reason
             failed = ("failed", why)
+            if pending and pending[-1][0] == FAILED:  # the error that ended it: `failed` says
+                pending.pop()
             with contextlib.suppress(Exception):  # if recording it fails, the first error counts
                 yield Journal(write, [*pending, failed], status)
             raise
@@ -136,7 +148,9 @@ class _Replay:
         self.tools = tools
         self.nonce = nonce
         self.observed = observed
-        self.models = deque(r for r in past if r.kind == "model")
+        self.models = deque(_model_records(past))
+        """The model calls' records: each reply, and each failure a middleware answered
+        with a retry (`FAILED`)."""
         self.checks = deque(r for r in past if r.kind == CHECKED)
         self.events = sum(1 for r in past if r.kind == EVENT)
         """Journaled events the machine has not emitted again yet in this replay."""
@@ -204,15 +218,21 @@ class _Replay:
             data = record.data
             if (data["run"], data["step"]) != (effect.run_id, effect.step):
                 raise _mismatch(record, f"a model call of run {effect.run_id} step {effect.step}")
+            if record.kind == FAILED:
+                raise _codec.model_error_from_dict(data["error"])
             return _codec.response_from_dict(data["response"])
         yield from _flush(pending, write)
         self.live = True
         started = time.perf_counter()
-        response = yield effect
-        seconds = round(time.perf_counter() - started, 6)
         step = {"run": effect.run_id, "step": effect.step, "loop": effect.loop}
         if effect.role:
             step["role"] = effect.role
+        try:
+            response = yield effect
+        except ModelError as exc:  # kept: a middleware may answer it with another request
+            pending.append((FAILED, {**step, "error": _codec.model_error_to_dict(exc)}))
+            raise
+        seconds = round(time.perf_counter() - started, 6)
         data = {**step, "seconds": seconds, "response": _codec.response_to_dict(response)}
         pending.append(("model", data))
         return response
@@ -359,6 +379,29 @@ class _Replay:
             pending.append(("approval_requested", data, asked))
         yield from _flush(pending, write)
         return None  # no decision at hand: the machine pauses the run
+
+
+def _model_records(past: Sequence[JournalRecord]) -> list[JournalRecord]:
+    """The model calls' records a replay answers from, in order: every reply, and every
+    failure the run went on from (a middleware's retry followed it). A failure that ended
+    its session (a `failed` or `result` record came before the next model call) is not
+    replayed: the resumed run calls the model again."""
+    kept: list[JournalRecord] = []
+    failure: JournalRecord | None = None
+    for record in past:
+        if record.kind in ("failed", "result"):  # where a session ended
+            failure = None
+        elif record.kind in ("model", FAILED):
+            if failure is not None:
+                kept.append(failure)
+            failure = None
+            if record.kind == "model":
+                kept.append(record)
+            else:
+                failure = record
+    if failure is not None:  # the last thing: the session stopped at it (killed)
+        kept.append(failure)
+    return kept
 
 
 def _ended(past: Sequence[JournalRecord]) -> str | None:

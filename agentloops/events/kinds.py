@@ -182,6 +182,19 @@ class Replanned(Event):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class GuardTripped(Event):
+    """A guard (or any middleware raising `GuardrailTripped`) said no: an input or output
+    guard's trip stops the run with "guardrail"; a tool guard's turns the call into an
+    error result the model reads."""
+
+    guard: str
+    """The guard's name (`Middleware.name`)."""
+    stage: str
+    """Where it tripped: "input", "output", "tool_call" or "tool_result"."""
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ApprovalRequested(Event):
     calls: list[ToolCall]
     """The calls waiting for a decision."""

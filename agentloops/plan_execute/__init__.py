@@ -34,6 +34,7 @@ from agentloops.errors import ConfigurationError, check_limits
 from agentloops.events import Event, EventSink
 from agentloops.journal import RunStore
 from agentloops.journal.memory import MemoryStore
+from agentloops.middleware import Chain, Middleware
 from agentloops.model import ModelClient
 from agentloops.output import OutputValidator, output_spec
 from agentloops.plan_execute import _machine
@@ -112,6 +113,9 @@ class PlanAndExecute:
         max_output_retries: reporter answers that may be rejected before the run stops
             with `"invalid_output"`.
         max_depth: how deep sub-runs (the steps' agent tools' calls) may nest below a run.
+        middleware: `Middleware` wrapping every model and tool call of a run (the
+            planner's, each step's, the reporter's), in order (the first is outermost);
+            they go into the run's fingerprint. See docs/middleware.md.
 
     The default prompts are module constants of `agentloops.plan_execute`; read them
     there, or in docs/plan-and-execute.md.
@@ -147,6 +151,7 @@ class PlanAndExecute:
         output_validator: OutputValidator | None = None,
         max_output_retries: int = 2,
         max_depth: int = DEFAULT_MAX_DEPTH,
+        middleware: Iterable[Middleware] = (),
     ):
         check_limits(
             max_depth=(max_depth, 0),
@@ -181,6 +186,8 @@ class PlanAndExecute:
             store = check_store(checkpointer, "checkpointer")
         self.store = store
         """The run store given (as `store=` or `checkpointer=`), or `None`."""
+        self.chain = Chain(middleware)
+        """The run's `middleware` (around the steps' calls too), checked and sorted."""
         self._runner: Runner[PlanExecuteResult] = Runner(
             _machine.LOOP,
             store if store is not None else MemoryStore(),
@@ -358,6 +365,7 @@ class PlanAndExecute:
             "max_cost": None if self.max_cost is None else str(self.max_cost),
             "output_type": None if self.output_spec is None else self.output_spec.schema,
             "max_output_retries": self.max_output_retries,
+            "middleware": self.chain.fingerprint(),
         }
 
     def _rebuilt(

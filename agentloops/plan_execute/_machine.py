@@ -20,6 +20,7 @@ from agentloops.engine.effects import Emit, Machine
 from agentloops.engine.runs import Clock, lifecycle, nested
 from agentloops.errors import AgentLoopsError, PlanValidationError
 from agentloops.events import Event, PlanMade, Replanned, StepFinished, StepStarted
+from agentloops.middleware import Chain, chained
 from agentloops.model import ModelClient
 from agentloops.output import OutputSpec, OutputValidator
 from agentloops.plan_execute.prompts import (
@@ -58,6 +59,7 @@ class Settings(Protocol):
     output_spec: OutputSpec[Any] | None
     output_validator: OutputValidator | None
     max_output_retries: int
+    chain: Chain
 
 
 def machine(
@@ -73,7 +75,17 @@ def machine(
     into it; a sub-run of `parent_run_id`'s (an agent tool's call). It reads no store; its
     id comes from outside."""
     run = _Run(p, RunState(run_id=run_id, task=task), observed, clock, parent_run_id)
-    return run.lifecycle(run.steps())
+    # One chain for the whole run, the steps' calls included (they pass through it).
+    return chained(
+        run.lifecycle(run.steps()),
+        p.chain,
+        loop=LOOP,
+        run_id=run_id,
+        task=task,
+        totals=run.state.totals,
+        parent_run_id=parent_run_id,
+        observed=observed,
+    )
 
 
 class _Run:

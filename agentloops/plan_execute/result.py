@@ -36,6 +36,7 @@ PlanStopReason = Literal[
     "invalid_output",
     "budget",
     "deadline",
+    "guardrail",
     "error",
 ]
 

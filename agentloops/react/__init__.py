@@ -35,6 +35,7 @@ from agentloops.errors import check_limits
 from agentloops.events import Event, EventSink
 from agentloops.journal import RunStore
 from agentloops.messages import Message, message_from_dict, message_to_dict
+from agentloops.middleware import Chain, Middleware
 from agentloops.model import ModelClient
 from agentloops.output import OutputValidator, output_spec
 from agentloops.react import _machine
@@ -102,6 +103,9 @@ class ReActLoop:
             loop; a call past it gets an error result instead of a sub-run. Its
             `max_total_tokens`, `max_tool_calls`, `max_cost` and `deadline` bound its
             sub-runs too (what they spend counts in its result).
+        middleware: `Middleware` wrapping every model and tool call of a run, in order
+            (the first is outermost); they go into a durable run's fingerprint. See
+            docs/middleware.md.
 
     Examples:
         >>> from agentloops.testing import ScriptedModel
@@ -136,6 +140,7 @@ class ReActLoop:
         handoffs: Iterable[ReActLoop | Handoff] = (),
         name: str = "",
         max_depth: int = DEFAULT_MAX_DEPTH,
+        middleware: Iterable[Middleware] = (),
     ):
         check_limits(
             max_steps=(max_steps, 1),
@@ -180,6 +185,8 @@ class ReActLoop:
             output_type, output_validator, max_output_retries, self.tools.names
         )
         """The output type's schema and checks (`None` without an `output_type`)."""
+        self.chain = Chain(middleware)
+        """The loop's `middleware`, checked and sorted by hook."""
         self._tool_host = ToolHost(self.tools)
         self._runner: Runner[ReActResult] = Runner(
             _machine.LOOP,
@@ -376,6 +383,7 @@ class ReActLoop:
             "max_cost": None if self.max_cost is None else str(self.max_cost),
             "output_type": None if self.output_spec is None else self.output_spec.schema,
             "max_output_retries": self.max_output_retries,
+            "middleware": self.chain.fingerprint(),
         }
 
     def _rebuilt(self, meta: dict[str, Any], run_id: str, observed: bool) -> Machine[ReActResult]:

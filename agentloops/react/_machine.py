@@ -39,6 +39,7 @@ from agentloops.messages import (
     _user_turn,
     validate_transcript,
 )
+from agentloops.middleware import Chain, chained
 from agentloops.model import ModelClient, ModelRequest, answer_stop
 from agentloops.output import OutputSpec, OutputValidator
 from agentloops.react import _nesting, _typed
@@ -75,6 +76,7 @@ class Settings(Protocol):
     output_spec: OutputSpec[Any] | None
     output_validator: OutputValidator | None
     max_output_retries: int
+    chain: Chain
 
 
 class Run:
@@ -153,7 +155,8 @@ def machine(
         )
     # By position: on Python 3.11 a class call with keywords costs a third more.
     run = Run(messages, run_id, loop.max_repeats, None, 0, loop.name)
-    return _lifecycle(run, steps(loop, run, observed), observed, clock, parent_run_id)
+    body = _lifecycle(run, steps(loop, run, observed), observed, clock, parent_run_id)
+    return _chained(loop, run, body, task, parent_run_id, observed)
 
 
 def resume_machine(
@@ -208,7 +211,31 @@ def resume_machine(
         stalled(run.turns, loop.max_repeats, turn, results)  # counts from here: a pause resets it
         return (yield from steps(loop, run, observed))
 
-    return _lifecycle(run, finish_turn(), observed, clock, parent_run_id)
+    body = _lifecycle(run, finish_turn(), observed, clock, parent_run_id)
+    return _chained(loop, run, body, result.messages, parent_run_id, observed)
+
+
+def _chained(
+    loop: Settings,
+    run: Run,
+    body: Machine[ReActResult],
+    task: str | Sequence[Message],
+    parent_run_id: str | None,
+    observed: bool,
+) -> Machine[ReActResult]:
+    """The run inside the loop's middleware (itself, without any)."""
+    if not loop.chain:
+        return body
+    return chained(
+        body,
+        loop.chain,
+        loop=LOOP,
+        run_id=run.run_id,
+        task=task,
+        totals=run.totals,
+        parent_run_id=parent_run_id,
+        observed=observed,
+    )
 
 
 def _lifecycle(

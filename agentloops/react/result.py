@@ -44,6 +44,7 @@ ReActStopReason = Literal[
     "max_tool_calls",
     "invalid_output",
     "handoff_cycle",
+    "guardrail",
     "error",
     "running",
 ]

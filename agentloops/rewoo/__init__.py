@@ -35,6 +35,7 @@ from agentloops.errors import ConfigurationError, PlanValidationError, check_lim
 from agentloops.events import Event, EventSink
 from agentloops.journal import RunStore
 from agentloops.messages import ToolOutcome
+from agentloops.middleware import Chain, Middleware
 from agentloops.model import ModelClient
 from agentloops.output import OutputValidator, output_spec
 from agentloops.rewoo import _machine
@@ -132,6 +133,9 @@ class ReWOOPipeline:
         max_depth: how deep sub-runs (agent tools' calls) may nest below a run of this
             pipeline. An agent tool whose loop may pause for approval is refused in plans,
             as approval tools are: the worker cannot wait for a person.
+        middleware: `Middleware` wrapping every model and tool call of a run (the
+            planner's, each worker call, the solver's), in order (the first is
+            outermost); they go into the run's fingerprint. See docs/middleware.md.
 
     Examples:
         >>> from agentloops.testing import ScriptedModel, respond_structured
@@ -176,6 +180,7 @@ class ReWOOPipeline:
         output_validator: OutputValidator | None = None,
         max_output_retries: int = 2,
         max_depth: int = DEFAULT_MAX_DEPTH,
+        middleware: Iterable[Middleware] = (),
     ):
         check_limits(
             max_depth=(max_depth, 0),
@@ -215,6 +220,8 @@ class ReWOOPipeline:
         self.max_tokens = max_tokens
         self.on_event = on_event
         self.store = store
+        self.chain = Chain(middleware)
+        """The run's `middleware`, checked and sorted by hook."""
         self._runner: Runner[ReWOOResult] = Runner(
             _machine.LOOP,
             store,
@@ -417,6 +424,7 @@ class ReWOOPipeline:
             "max_cost": None if self.max_cost is None else str(self.max_cost),
             "output_type": None if self.output_spec is None else self.output_spec.schema,
             "max_output_retries": self.max_output_retries,
+            "middleware": self.chain.fingerprint(),
         }
 
     def _rebuilt(self, meta: dict[str, Any], run_id: str, observed: bool) -> Machine[ReWOOResult]:

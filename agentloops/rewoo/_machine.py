@@ -19,6 +19,7 @@ from agentloops.engine.runs import Clock, Totals, lifecycle
 from agentloops.errors import AgentLoopsError, PlanValidationError, ToolStepFailed
 from agentloops.events import PlanMade, Replanned
 from agentloops.messages import SubRun, ToolOutcome
+from agentloops.middleware import Chain, chained
 from agentloops.model import ModelClient, ModelResponse
 from agentloops.output import OutputSpec, OutputValidator
 from agentloops.rewoo._plan import rewoo_problems
@@ -52,6 +53,7 @@ class Settings(Protocol):
     output_spec: OutputSpec[Any] | None
     output_validator: OutputValidator | None
     max_output_retries: int
+    chain: Chain
 
 
 @dataclass(kw_only=True)
@@ -87,7 +89,7 @@ def machine(
         _count_subruns(run)  # a run stopped mid-plan (a failed sink): what came back counts
         return _result(run, "", stop, str(exc))
 
-    return lifecycle(
+    body = lifecycle(
         _loop(p, run, task, observed),
         loop=LOOP,
         run_id=run.run_id,
@@ -95,6 +97,16 @@ def machine(
         clock=clock,
         partial=partial,
         parent_run_id=parent_run_id,
+    )
+    return chained(
+        body,
+        p.chain,
+        loop=LOOP,
+        run_id=run_id,
+        task=task,
+        totals=run.totals,
+        parent_run_id=parent_run_id,
+        observed=observed,
     )
 
 

@@ -25,6 +25,7 @@ ReWOOStopReason = Literal[
     "tool_failed",
     "budget",
     "deadline",
+    "guardrail",
     "invalid_output",
     "error",
     "running",

@@ -175,10 +175,10 @@ class View:
 
     def _replace(self, live: list[Message], start: int, head: list[Message]) -> None:
         """The view's first `start` messages become `head`; the view is a new list."""
-        old_prefix = len(self.prefix)
+        old_prefix, old_cut = len(self.prefix), self.cut
         self.prefix = head + self.current(live)[start:old_prefix]
         self.cut += max(0, start - old_prefix)
-        self.cut_total = sum(self.counts[: self.cut])
+        self.cut_total += sum(self.counts[old_cut : self.cut])  # the newly cut part only
         self.prefix_total = sum(estimate_message_tokens(m) for m in self.prefix)
         self.messages = self.prefix + live[self.cut :]
 

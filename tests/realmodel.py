@@ -45,7 +45,18 @@ ROOT = Path(__file__).resolve().parent.parent
 CASSETTES = ROOT / "tests" / "cassettes"
 MODEL = "smollm2"
 SERVER = "llama-cpp-python 0.3.36 --chat_format chatml-function-calling"
-ANALYST_ARGV = ["--yes", "--latency", "0", "Quick snapshot of NVDA"]
+CONTEXT_WINDOW = 8192
+"""The server's `--n_ctx`: the Market Analyst compacts what the model sees to fit it."""
+ANALYST_ARGV = [
+    "--yes",
+    "--latency",
+    "0",
+    "--context-window",
+    str(CONTEXT_WINDOW),
+    "--timeout",
+    "240",
+    "Quick snapshot of NVDA",
+]
 
 WEATHER = {"Paris": "18C, light rain", "Rome": "24C, sunny", "Oslo": "9C, cloudy"}
 
@@ -148,7 +159,7 @@ def llama_server(venv: Path, log: Path) -> Iterator[str]:
         "--chat_format",
         "chatml-function-calling",
         "--n_ctx",
-        "8192",
+        str(CONTEXT_WINDOW),
         "--host",
         "127.0.0.1",
         "--port",

@@ -196,7 +196,7 @@ def message_chars(message: Message) -> int:
         if kind is Text or kind is Thinking:
             chars += len(b.text)  # type: ignore[union-attr]
         elif kind is ToolCall:
-            chars += len(b.name) + len(json.dumps(b.args, ensure_ascii=False))  # type: ignore[union-attr]
+            chars += len(b.name) + len(repr(b.args))  # type: ignore[union-attr]  # ~ its JSON
         elif kind is ToolResult:
             chars += len(b.call_id) + len(b.content)  # type: ignore[union-attr]
         elif kind is RedactedThinking:

@@ -129,15 +129,10 @@ class Compaction(Middleware):
         found = ctx.state.get("sent", {}).get(id(request.messages))
         usage = response.usage
         counted = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
-        if (
-            found is not None
-            and found[0] is request.messages
-            and counted
-            and response.usage_reported
-        ):
-            view, estimated = found[1], found[2]
-            if estimated > 0:
-                view.ratio = min(max(counted / estimated, 0.5), 4.0)
+        if found is not None and found[0] is request.messages and counted:
+            view = found[1]
+            if view.sent_estimate > 0 and response.usage_reported:
+                view.ratio = min(max(counted / view.sent_estimate, 0.5), 4.0)
         return response
 
     def on_model_error(
@@ -148,7 +143,7 @@ class Compaction(Middleware):
         found = ctx.state.get("sent", {}).get(id(request.messages))
         if found is None or found[0] is not request.messages:
             return None
-        view, live = found[1], found[3]
+        view, live = found[1], found[2]
         view.ratio = min(view.ratio * _HARDER, 4.0)
         budget = self.max_context_tokens - self._reserve(request, ctx)
         original = dataclasses.replace(request, messages=live)
@@ -233,18 +228,37 @@ class Compaction(Middleware):
         frame: int,
         ctx: MiddlewareContext,
     ) -> ModelRequest:
-        """The request with the view, remembered for the reply's calibration."""
+        """The request with the view (the one built last step, while neither changed),
+        remembered for the reply's calibration."""
+        view.sent_estimate = view.estimate(frame)
         sending = ctx.state.setdefault("sent", {})
-        sending[id(sent)] = (sent, view, view.estimate(frame), live)
-        while len(sending) > _MAX_VIEWS:
-            del sending[next(iter(sending))]
-        return request if sent is request.messages else dataclasses.replace(request, messages=sent)
+        known = sending.get(id(sent))
+        if known is None or known[0] is not sent:
+            sending[id(sent)] = (sent, view, live)
+            while len(sending) > _MAX_VIEWS:
+                del sending[next(iter(sending))]
+        if sent is live:
+            return request
+        built = view.built
+        if built is not None and built[0] is request and built[1].messages is sent:
+            return built[1]  # type: ignore[no-any-return]
+        out = dataclasses.replace(request, messages=sent)
+        view.built = (request, out)
+        return out
 
     def _reserve(self, request: ModelRequest, ctx: MiddlewareContext) -> int:
         if self.reserve is not None:
             return self.reserve
-        limit = request.max_tokens or getattr(ctx.client, "max_tokens", None)
-        return limit if isinstance(limit, int) and limit > 0 else DEFAULT_RESERVE
+        if request.max_tokens:
+            return request.max_tokens
+        client = ctx.client
+        known = ctx.state.get("reserve")
+        if known is not None and known[0] is client:
+            return int(known[1])
+        limit = getattr(client, "max_tokens", None)
+        value = limit if isinstance(limit, int) and limit > 0 else DEFAULT_RESERVE
+        ctx.state["reserve"] = (client, value)
+        return value
 
 
 def _follow(state: dict[str, Any], live: list[Message]) -> View:

@@ -23,6 +23,7 @@ Rule: pure; the vocabulary (messages, the estimate) only.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from agentloops.messages import Block, Message, Text, ToolCall, ToolResult
 from agentloops.model import CHARS_PER_TOKEN, estimate_message_tokens
@@ -43,15 +44,19 @@ class View:
     """One live transcript's view and its running counts (see the module doc)."""
 
     __slots__ = (
+        "built",
         "counts",
         "cut",
         "cut_total",
+        "elided",
         "live_total",
         "messages",
         "prefix",
+        "prefix_counts",
         "prefix_total",
         "ratio",
         "seen",
+        "sent_estimate",
         "summary",
     )
 
@@ -66,13 +71,20 @@ class View:
         self.cut_total = 0
         """`sum(counts[:cut])`."""
         self.prefix: list[Message] = []
+        self.prefix_counts: list[int] = []
         self.prefix_total = 0
+        self.elided = 0
+        """The view's messages before this index have had their old outputs elided."""
         self.messages: list[Message] | None = None
         """The view (`prefix + live[cut:]`); `None`: the live list itself, uncompacted."""
         self.ratio = 1.0
         """Tokens the server counted per token estimated, learned from the replies' usage."""
         self.summary: Text | None = None
         """The summary block joined to the task, when there is one."""
+        self.sent_estimate = 0
+        """The estimate of the request last sent (the reply's usage calibrates on it)."""
+        self.built: tuple[Any, Any] | None = None
+        """The loop's request and the one built from it with the view, last step."""
 
     # -- following the live transcript -------------------------------------------------------
 
@@ -119,13 +131,14 @@ class View:
         start = tail_start(view, keep_last)
         if start is None:
             return 0
-        head, elided = [], 0
-        for m in view[:start]:
+        head, elided = view[: self.elided], 0  # elided last time: as they are
+        for m in view[self.elided : start]:
             changed, n = _elided(m, longer_than)
             head.append(changed)
             elided += n
         if elided:
             self._replace(live, start, head)
+        self.elided = max(self.elided, start)
         return elided
 
     def older(self, live: list[Message], keep_last: int) -> list[Message]:
@@ -147,6 +160,7 @@ class View:
         text = f"{SUMMARY}\n{summary}" if summary else OMITTED.format(n=start - 1)
         self.summary = Text(text)
         self._replace(live, start, [Message(task.role, (*kept, self.summary))])
+        self.elided = 1
         return start - 1
 
     def cut_texts(self, live: list[Message], excess_tokens: int) -> int:
@@ -174,13 +188,25 @@ class View:
         return cut
 
     def _replace(self, live: list[Message], start: int, head: list[Message]) -> None:
-        """The view's first `start` messages become `head`; the view is a new list."""
+        """The view's first `start` messages become `head`; the view is a new list. Only
+        the messages of `head` that are new are counted again."""
+        view = self.current(live)
         old_prefix, old_cut = len(self.prefix), self.cut
-        self.prefix = head + self.current(live)[start:old_prefix]
+        counts = [
+            self._count(view, i) if i < len(view) and m is view[i] else estimate_message_tokens(m)
+            for i, m in enumerate(head)
+        ]
+        self.prefix = head + view[start:old_prefix]
+        self.prefix_counts = counts + self.prefix_counts[start:old_prefix]
+        self.prefix_total = sum(self.prefix_counts)
         self.cut += max(0, start - old_prefix)
         self.cut_total += sum(self.counts[old_cut : self.cut])  # the newly cut part only
-        self.prefix_total = sum(estimate_message_tokens(m) for m in self.prefix)
         self.messages = self.prefix + live[self.cut :]
+
+    def _count(self, view: list[Message], i: int) -> int:
+        """The known estimate of the view's message `i`."""
+        prefix = len(self.prefix)
+        return self.prefix_counts[i] if i < prefix else self.counts[self.cut + i - prefix]
 
 
 def tail_start(view: list[Message], keep_last: int) -> int | None:

@@ -33,6 +33,7 @@ RUNNABLE = [
     "async.md",
     "checkpoints.md",
     "compare.md",
+    "context.md",
     "durability.md",
     "models.md",
     "multi-agent.md",

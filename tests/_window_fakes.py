@@ -159,6 +159,10 @@ class AnthropicServer:
             **answer,
             "usage": {"input_tokens": prompt, "output_tokens": 5},
         }
+        if body.get("stream"):
+            from _anthropic_helpers import as_events, sse
+
+            return sse(*as_events(answer))
         return httpx.Response(200, json=answer, headers={"request-id": f"req_{len(self.bodies)}"})
 
     def check(self, messages: list[dict[str, Any]]) -> None:

@@ -207,6 +207,16 @@ async def test_anthropic_with_compaction_under_arun(anthropic_api: respx.MockRou
     assert result.answer == "done: revenue grew" and server.refused == 0
 
 
+def test_anthropic_streamed_with_compaction(anthropic_api: respx.MockRouter) -> None:
+    server = AnthropicServer(N_CTX - 1024, anthropic_reply())
+    loop = ReActLoop(claude(anthropic_api, server), [fetch], max_steps=PAGES + 2, compaction=N_CTX)
+    items = list(loop.stream("Read the report."))
+    assert items[-1].answer == "done: revenue grew" and server.refused == 0
+    assert all(b.get("stream") for b in server.bodies)
+    assert len(server.thinking) == PAGES  # every thinking block went back as it came
+    assert any(isinstance(e, ContextCompacted) for e in items)
+
+
 # -- a refusal despite the count -------------------------------------------------------------
 
 

@@ -27,6 +27,7 @@ from agentloops.events import ContextCompacted
 from agentloops.messages import Message
 from agentloops.middleware import Middleware, MiddlewareContext
 from agentloops.model import ModelRequest, ModelResponse, estimate_frame_tokens
+from agentloops.providers import _window as window
 
 __all__ = ["Compaction", "with_compaction"]
 
@@ -37,6 +38,8 @@ _MAX_VIEWS = 64
 """Transcripts followed per run at once (a Plan-and-Execute run has one per step)."""
 _HARDER = 1.25
 """How much more the count is trusted to undercount after a `ContextWindowExceeded`."""
+_MOST = 4.0
+"""The most tokens the server may count per token estimated (a sanity bound)."""
 
 
 class Compaction(Middleware):
@@ -132,7 +135,8 @@ class Compaction(Middleware):
         if found is not None and found[0] is request.messages and counted:
             view = found[1]
             if view.sent_estimate > 0 and response.usage_reported:
-                view.ratio = min(max(counted / view.sent_estimate, 0.5), 4.0)
+                view.ratio = min(max(counted / view.sent_estimate, 0.5), _MOST)
+                ctx.state["ratio"] = view.ratio  # where the run's next transcripts start
         return response
 
     def on_model_error(
@@ -144,7 +148,12 @@ class Compaction(Middleware):
         if found is None or found[0] is not request.messages:
             return None
         view, live = found[1], found[2]
-        view.ratio = min(view.ratio * _HARDER, 4.0)
+        # Trust the count less; as much less as the server's own count says, when its
+        # error gives one (read from the message, which a replayed journal keeps too).
+        told, _ = window.numbers(str(error))
+        said = told / view.sent_estimate if told and view.sent_estimate else 0.0
+        view.ratio = min(max(view.ratio * _HARDER, said), _MOST)
+        ctx.state["ratio"] = max(ctx.state.get("ratio", 1.0), view.ratio)
         budget = self.max_context_tokens - self._reserve(request, ctx)
         original = dataclasses.replace(request, messages=live)
         return self._compacting(original, live, view, ctx, budget, "context_window", hard=True)
@@ -262,12 +271,15 @@ class Compaction(Middleware):
 
 
 def _follow(state: dict[str, Any], live: list[Message]) -> View:
-    """The view of `live` (a new one for a transcript not seen before)."""
+    """The view of `live` (a new one for a transcript not seen before, calibrated as the
+    run's last reply said: a planner's or a solver's one call has no reply of its own to
+    go by)."""
     views: dict[int, tuple[list[Message], View]] = state.setdefault("views", {})
     found = views.get(id(live))
     if found is not None and found[0] is live:
         return found[1]
     view = View()
+    view.ratio = max(1.0, state.get("ratio", 1.0))  # only ever more cautious
     views[id(live)] = (live, view)  # the list held: its id is not reused while it is here
     while len(views) > _MAX_VIEWS:
         del views[next(iter(views))]

@@ -353,3 +353,25 @@ def test_the_fake_refuses_a_transcript_with_a_result_missing() -> None:
     request = httpx.Request("POST", f"{BASE}/chat/completions", json=body)
     with pytest.raises(AssertionError, match="no results"):
         server(request)
+
+
+def test_one_call_refused_despite_the_count_fits_by_the_servers_own_numbers() -> None:
+    # A solver's one call, a tokenizer far denser than the estimate, and no usage to learn
+    # from: the count says it fits, the server says how much it counted, and the evidence
+    # is cut by that much.
+    server = OpenAIServer(N_CTX, rewoo_reply(6), usage=False)
+    with respx.mock(base_url=BASE) as router, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_window_fakes, "CHARS_PER_TOKEN", 1)
+        events: list[Any] = []
+        pipeline = ReWOOPipeline(
+            openai_model(server, router),
+            [fetch],
+            max_plan_steps=6,
+            compaction=N_CTX,
+            on_event=events.append,
+        )
+        result = pipeline.run("How did revenue go?")
+    assert result.answer == "revenue grew on every page"
+    assert server.refused == 1
+    reasons = [e.reason for e in events if isinstance(e, ContextCompacted)]
+    assert reasons[-1] == "context_window"

@@ -13,6 +13,7 @@ pyproject.toml).
 
 import typing as _typing
 
+from agentloops.compaction import Compaction
 from agentloops.engine.subruns import AgentTool
 from agentloops.errors import (
     AgentLoopsError,
@@ -50,6 +51,7 @@ from agentloops.errors import (
 )
 from agentloops.events import (
     ApprovalRequested,
+    ContextCompacted,
     Event,
     EventSink,
     GuardTripped,
@@ -248,8 +250,10 @@ __all__ = [
     "CassetteRecorder",
     "CheckpointError",
     "Checkpointer",
+    "Compaction",
     "Comparison",
     "ConfigurationError",
+    "ContextCompacted",
     "ContextWindowExceeded",
     "DeadlineExceeded",
     "Decision",

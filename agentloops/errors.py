@@ -155,10 +155,26 @@ class ContextWindowExceeded(ModelError):
     """The prompt (with the output it asks for) does not fit the model's context window.
 
     Never retried as transient: the same request fails the same way. A `FallbackModel`
-    falls back on it by default (a model with a larger window may take the request)."""
+    falls back on it by default (a model with a larger window may take the request).
 
-    def __init__(self, message: str, *, request_id: str | None = None, status: int | None = None):
+    Attributes:
+        tokens: what the request came to, as the server counted it (with the output it
+            asked for, where the server adds that), when its error said.
+        limit: the model's context window in tokens, when the server's error said.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        request_id: str | None = None,
+        status: int | None = None,
+        tokens: int | None = None,
+        limit: int | None = None,
+    ):
         super().__init__(message, request_id=request_id, status=status, kind="context_window")
+        self.tokens = tokens
+        self.limit = limit
 
 
 class ModelOutputError(AgentLoopsError):

@@ -9,12 +9,13 @@ or loop.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from agentloops.events import ModelAttempt as ModelAttempt  # what a response lists
-from agentloops.messages import Message
+from agentloops.messages import Message, RedactedThinking, Text, Thinking, ToolCall, ToolResult
 from agentloops.usage import Usage as Usage  # re-exported: it was defined here first
 
 if TYPE_CHECKING:
@@ -160,3 +161,100 @@ class AsyncStreamingModelClient(Protocol):
     """The async form of `StreamingModelClient`."""
 
     def astream(self, request: ModelRequest) -> AsyncIterator[Delta | ModelResponse]: ...
+
+
+# -- token counts before the call ------------------------------------------------------
+
+CHARS_PER_TOKEN = 4.0
+"""The estimate's rate: about four characters a token for English prose and JSON alike
+with the usual tokenizers (a local model's small vocabulary may need fewer a token; the
+estimate's margin, and `Compaction`'s calibration on the counts a server reports, cover
+that)."""
+ESTIMATE_MARGIN = 1.1
+"""The estimate is this much more than the characters alone say: it should err high."""
+MESSAGE_OVERHEAD = 4
+"""Tokens a chat template spends around each message (role markers, separators)."""
+TOOL_OVERHEAD = 8
+"""Tokens a provider spends around each tool it describes to the model."""
+
+
+@runtime_checkable
+class TokenCountingClient(Protocol):
+    """A client that can say how many input tokens a request comes to, before sending it
+    (Anthropic's count-tokens endpoint, a local server's tokenizer). Optional: callers use
+    `count_tokens(client, request)`, which falls back to `estimate_tokens`."""
+
+    def count_tokens(self, request: ModelRequest) -> int: ...
+
+
+def message_chars(message: Message) -> int:
+    """The characters of one message the model reads: text, tool calls (name and JSON
+    arguments), tool results and thinking (its text; a redacted block's data)."""
+    chars = 0
+    for b in message.content:
+        kind = type(b)
+        if kind is Text or kind is Thinking:
+            chars += len(b.text)  # type: ignore[union-attr]
+        elif kind is ToolCall:
+            chars += len(b.name) + len(repr(b.args))  # type: ignore[union-attr]  # ~ its JSON
+        elif kind is ToolResult:
+            chars += len(b.call_id) + len(b.content)  # type: ignore[union-attr]
+        elif kind is RedactedThinking:
+            chars += len(b.data) // 4  # type: ignore[union-attr]  # encrypted: longer than it reads
+    return chars
+
+
+def chars_to_tokens(chars: int) -> int:
+    """The estimate for `chars` characters: `ceil(chars / CHARS_PER_TOKEN * ESTIMATE_MARGIN)`."""
+    return -(-int(chars * ESTIMATE_MARGIN) // int(CHARS_PER_TOKEN))
+
+
+def estimate_message_tokens(message: Message) -> int:
+    """The estimate for one message, its template overhead included."""
+    return chars_to_tokens(message_chars(message)) + MESSAGE_OVERHEAD
+
+
+def estimate_frame_tokens(request: ModelRequest) -> int:
+    """The estimate for what a request sends besides its messages: the system prompt, the
+    tools (name, description, JSON Schema) and an output schema."""
+    chars = len(request.system)
+    for t in request.tools:
+        chars += len(t.name) + len(t.description) + len(json.dumps(t.input_schema))
+    if request.output is not None:
+        chars += len(json.dumps(request.output.schema))
+    return chars_to_tokens(chars) + TOOL_OVERHEAD * len(request.tools) + MESSAGE_OVERHEAD
+
+
+def estimate_tokens(request: ModelRequest) -> int:
+    """The input tokens a request comes to, estimated without a tokenizer: every character
+    the model reads (system prompt, messages, tools) at `CHARS_PER_TOKEN`, times
+    `ESTIMATE_MARGIN`, rounded up, plus a template's overhead per message and per tool.
+
+    Examples:
+        >>> estimate_tokens(ModelRequest("Be brief.", [Message.user("What is 2 + 2?")]))
+        15
+    """
+    total = estimate_frame_tokens(request)
+    for m in request.messages:
+        total += estimate_message_tokens(m)
+    return total
+
+
+def count_tokens(client: object, request: ModelRequest) -> int:
+    """The input tokens `request` comes to: the client's own count (`client.count_tokens`)
+    when it has one, else `estimate_tokens(request)`."""
+    counter = getattr(client, "count_tokens", None)
+    if counter is None:
+        return estimate_tokens(request)
+    counted: int = counter(request)
+    return counted
+
+
+async def acount_tokens(client: object, request: ModelRequest) -> int:
+    """`count_tokens` with the client's `acount_tokens` when it has one (else its
+    `count_tokens`, then the estimate)."""
+    counter = getattr(client, "acount_tokens", None)
+    if counter is None:
+        return count_tokens(client, request)
+    counted: int = await counter(request)
+    return counted

@@ -45,7 +45,18 @@ ROOT = Path(__file__).resolve().parent.parent
 CASSETTES = ROOT / "tests" / "cassettes"
 MODEL = "smollm2"
 SERVER = "llama-cpp-python 0.3.36 --chat_format chatml-function-calling"
-ANALYST_ARGV = ["--yes", "--latency", "0", "Quick snapshot of NVDA"]
+CONTEXT_WINDOW = 8192
+"""The server's `--n_ctx`: the Market Analyst compacts what the model sees to fit it."""
+ANALYST_ARGV = [
+    "--yes",
+    "--latency",
+    "0",
+    "--context-window",
+    str(CONTEXT_WINDOW),
+    "--timeout",
+    "240",
+    "Quick snapshot of NVDA",
+]
 
 WEATHER = {"Paris": "18C, light rain", "Rome": "24C, sunny", "Oslo": "9C, cloudy"}
 
@@ -148,7 +159,7 @@ def llama_server(venv: Path, log: Path) -> Iterator[str]:
         "--chat_format",
         "chatml-function-calling",
         "--n_ctx",
-        "8192",
+        str(CONTEXT_WINDOW),
         "--host",
         "127.0.0.1",
         "--port",
@@ -198,12 +209,13 @@ def record_loop(name: str, base: str, out: Path) -> tuple[Outcome, float]:
     return outcome, seconds
 
 
-def record_analyst(base: str, out: Path) -> tuple[Outcome, float]:
+def record_analyst(base: str, out: Path, window: int = CONTEXT_WINDOW) -> tuple[Outcome, float]:
     recorder = CassetteRecorder(out / "market_analyst.json", meta=meta("market_analyst", base))
     with tempfile.TemporaryDirectory() as state, recorder.forward(base) as proxy:
         argv = [sys.executable, str(ROOT / "examples" / "market_analyst.py")]
         argv += ["--base-url", proxy, "--model", MODEL, "--state-dir", state]
-        argv += ["--reports-dir", state, *ANALYST_ARGV]
+        given = [str(window) if a == str(CONTEXT_WINDOW) else a for a in ANALYST_ARGV]
+        argv += ["--reports-dir", state, *given]
         start = time.perf_counter()
         done = subprocess.run(
             argv, capture_output=True, text=True, env={**os.environ, "COLUMNS": "100"}
@@ -264,6 +276,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only", nargs="+", choices=every, default=every, help="record these sessions only"
     )
+    parser.add_argument(
+        "--context-window",
+        type=int,
+        default=CONTEXT_WINDOW,
+        help="the Market Analyst's --context-window (the replay tests expect the default; "
+        "record another into --cassettes elsewhere)",
+    )
     args = parser.parse_args(argv)
     log = args.venv.parent / "realmodel-server.log"
     rows: list[tuple[str, Outcome, float]] = []
@@ -273,7 +292,8 @@ def main(argv: list[str] | None = None) -> int:
             rows.append((name, *record_loop(name, base, args.cassettes)))
         if "market_analyst" in args.only:
             print("running market_analyst ...", flush=True)
-            rows.append(("market_analyst", *record_analyst(base, args.cassettes)))
+            analyst = record_analyst(base, args.cassettes, args.context_window)
+            rows.append(("market_analyst", *analyst))
     print(f"\n{SERVER}, SmolLM2-135M-Instruct Q4_1; cassettes in {args.cassettes}\n")
     print(table(rows))
     return 0

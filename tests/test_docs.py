@@ -33,6 +33,7 @@ RUNNABLE = [
     "async.md",
     "checkpoints.md",
     "compare.md",
+    "context.md",
     "durability.md",
     "middleware.md",
     "models.md",

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from agentloops.events.kinds import (
     LOOPS,
     ApprovalRequested,
+    ContextCompacted,
     Delta,
     Event,
     EventSink,
@@ -45,6 +46,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "LOOPS",
     "ApprovalRequested",
+    "ContextCompacted",
     "Delta",
     "Event",
     "EventReplay",

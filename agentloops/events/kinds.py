@@ -249,6 +249,30 @@ class OutputDelta(Event):
     final: bool = False
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ContextCompacted(Event):
+    """`Compaction` made the model's view of the run smaller before a model call (the run's
+    own transcript keeps every turn). Counts are in tokens, as estimated and calibrated
+    on what the server reported."""
+
+    step: int
+    """The model call it was done for."""
+    role: str
+    """That call's role ("react", "executor", "solver", "reporter"...)."""
+    reason: str
+    """"budget": the request would have passed the window; "context_window": the server
+    refused it as too long all the same, and it was compacted harder and sent again."""
+    tokens_before: int
+    tokens_after: int
+    max_context_tokens: int
+    elided: int = 0
+    """Old tool outputs replaced by a note."""
+    summarized: int = 0
+    """Older messages replaced by a summary (or by a note, without `summarize`)."""
+    cut: int = 0
+    """Long texts cut down to fit, longest first."""
+
+
 Delta = TextDelta | ThinkingDelta | ToolCallDelta
 """What a streaming model client yields before its final `ModelResponse`."""
 

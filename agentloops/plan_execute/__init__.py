@@ -20,6 +20,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Iterator, Mapping
 from typing import Any
 
+from agentloops.compaction import Compaction, with_compaction
 from agentloops.engine.decisions import Decisions
 from agentloops.engine.effects import Machine
 from agentloops.engine.host import ToolHost
@@ -116,6 +117,9 @@ class PlanAndExecute(JournaledRuns[PlanExecuteResult]):
         middleware: `Middleware` wrapping every model and tool call of a run (the
             planner's, each step's, the reporter's), in order (the first is outermost);
             they go into the run's fingerprint. See docs/middleware.md.
+        compaction: keep the model's view of a run within its context window: a
+            `Compaction`, or its `max_context_tokens` as an int (appended to
+            `middleware`). See docs/context.md.
 
     The default prompts are module constants of `agentloops.plan_execute`; read them
     there, or in docs/plan-and-execute.md.
@@ -152,6 +156,7 @@ class PlanAndExecute(JournaledRuns[PlanExecuteResult]):
         max_output_retries: int = 2,
         max_depth: int = DEFAULT_MAX_DEPTH,
         middleware: Iterable[Middleware] = (),
+        compaction: Compaction | int | None = None,
     ):
         check_limits(
             max_depth=(max_depth, 0),
@@ -186,7 +191,7 @@ class PlanAndExecute(JournaledRuns[PlanExecuteResult]):
             store = check_store(checkpointer, "checkpointer")
         self.store = store
         """The run store given (as `store=` or `checkpointer=`), or `None`."""
-        self.chain = Chain(middleware)
+        self.chain = Chain(with_compaction(middleware, compaction))
         """The run's `middleware` (around the steps' calls too), checked and sorted."""
         self._runner: Runner[PlanExecuteResult] = Runner(
             _machine.LOOP,

@@ -14,17 +14,9 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-Refusal = Literal["response_format", "max_tokens", "tool_choice"]
+from agentloops.providers import _window as window
 
-_CONTEXT = (
-    "context_length_exceeded",  # OpenAI's error code
-    "maximum context length",  # OpenAI, vLLM
-    "exceed_context_size",  # llama.cpp's llama-server (its error type)
-    "exceeds the available context size",  # llama-server
-    "exceed context window",  # llama-cpp-python
-    "prompt is too long",  # Anthropic-compatible gateways
-)
-"""How servers say a prompt does not fit the model's context window."""
+Refusal = Literal["response_format", "max_tokens", "tool_choice"]
 
 
 def context_exceeded(status: int, text: str) -> bool:
@@ -32,8 +24,7 @@ def context_exceeded(status: int, text: str) -> bool:
     most servers; llama-cpp-python may answer 500, which must not be retried then)."""
     if status < 400 or status in (401, 403, 404, 408, 429):
         return False
-    lowered = text.lower()
-    return any(marker in lowered for marker in _CONTEXT)
+    return window.too_long(text)
 
 
 def refusal(status: int, text: str) -> Refusal | None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from agentloops.errors import AgentLoopsError, ConfigurationError, ContextWindowExceeded, ModelError
 from agentloops.model import ModelRequest, ModelResponse
+from agentloops.providers import _window as window
 from agentloops.providers._anthropic_client import (
     default_client,
     scrub,
@@ -236,6 +237,33 @@ class AnthropicModel:
         to stop early; cancelling the task that iterates it closes the HTTP stream."""
         return self._aretried(self._params(request), request)
 
+    def count_tokens(self, request: ModelRequest) -> int:
+        """The input tokens `request` comes to, as the API counts them
+        (`messages.count_tokens`: free, and rate-limited apart from messages); retried
+        by the model's `RetryPolicy`.
+
+        Raises:
+            ModelError: as `complete` (a request too long for any window is still
+                counted: the endpoint has no window).
+        """
+        params = self._count_params(request)
+        with self._errors():
+            counted = self._send(self._sync().messages.count_tokens, params, _ends(request))
+        return int(counted.input_tokens)
+
+    async def acount_tokens(self, request: ModelRequest) -> int:
+        """`count_tokens` over the async client."""
+        params = self._count_params(request)
+        with self._errors():
+            counted = await self._asend(self._async().messages.count_tokens, params, _ends(request))
+        return int(counted.input_tokens)
+
+    def _count_params(self, request: ModelRequest) -> dict[str, Any]:
+        params = self._params(request)
+        del params["max_tokens"]  # the count endpoint takes everything else create does
+        params["messages"] = list(params["messages"])  # the live wire list is the next call's
+        return params
+
     def _params(self, request: ModelRequest) -> dict[str, Any]:
         return build_params(
             request,
@@ -411,8 +439,13 @@ class AnthropicModel:
                 f"{exc.api_message or exc.message}"
             )
             if _too_long(exc):
+                tokens, limit = window.numbers(message)
                 return ContextWindowExceeded(
-                    message, request_id=exc.request_id, status=exc.status_code
+                    message,
+                    request_id=exc.request_id,
+                    status=exc.status_code,
+                    tokens=tokens,
+                    limit=limit,
                 )
             if exc.status_code == 404:
                 message += self._hint()

@@ -2,6 +2,12 @@
 way the next may fix (overloaded, unavailable, timed out, rate limited past its retries,
 context window too small), never when the request itself is at fault.
 
+On a full context window (`ContextWindowExceeded`) it falls back by default, a deliberate
+choice: list a model with a larger window after one with a smaller, and the request goes
+to it. When the last model's window is too small as well, the error raised is a
+`ContextWindowExceeded` (carrying the last model's `tokens` and `limit`), so a loop's
+`Compaction` compacts and retries through the whole chain again.
+
 It is a `ModelClient` with whichever of `acomplete`, `stream` and `astream` its members
 have (a member without them is called through `complete`). Each member retries by its own
 `RetryPolicy` first; the chain moves on only after that. It knows nothing of loops: the
@@ -19,7 +25,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Collection, Iterator, Sequence
 from typing import Any
 
-from agentloops.errors import ConfigurationError, ModelError
+from agentloops.errors import ConfigurationError, ContextWindowExceeded, ModelError
 from agentloops.events import Delta
 from agentloops.model import ModelAttempt, ModelClient, ModelRequest, ModelResponse
 from agentloops.providers import _calls as calls
@@ -227,8 +233,19 @@ class _Tried:
         )
         if last:
             listed = "; ".join(f"{n}: {e.kind}: {e}" for n, e in self.failures)
+            message = f"all {len(self.failures)} models failed: {listed}"
+            if isinstance(error, ContextWindowExceeded):  # the largest window was too small
+                exc: ModelError = ContextWindowExceeded(
+                    message,
+                    status=error.status,
+                    request_id=error.request_id,
+                    tokens=error.tokens,
+                    limit=error.limit,
+                )
+                exc.failures = list(self.failures)
+                raise exc from error
             raise ModelError(
-                f"all {len(self.failures)} models failed: {listed}",
+                message,
                 status=error.status,
                 kind=error.kind,
                 request_id=error.request_id,

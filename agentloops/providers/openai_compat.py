@@ -26,8 +26,10 @@ from agentloops import _secrets
 from agentloops.errors import AgentLoopsError, ConfigurationError, ContextWindowExceeded, ModelError
 from agentloops.events import Delta
 from agentloops.messages import ToolCall
-from agentloops.model import ModelRequest, ModelResponse
+from agentloops.model import ModelRequest, ModelResponse, estimate_tokens
 from agentloops.providers import _openai_http as http
+from agentloops.providers import _openai_tokens as tokens
+from agentloops.providers import _window as window
 from agentloops.providers._openai_drivers import Attempts, Send, Wait, adrive, drive
 from agentloops.providers._openai_reply import parse_arguments, parse_completion
 from agentloops.providers._openai_request import (
@@ -54,6 +56,8 @@ _MAX_ECHO = 4096
 _KEY = "[api key]"
 """What a credential is replaced with in errors."""
 _SSE_EXTRA = "pip install 'agentloops-kit[sse]'"
+_COUNT_TIMEOUT = 30.0
+"""Seconds a tokenize call may take (it reads no model output: it is quick or broken)."""
 
 
 class OpenAICompatModel:
@@ -169,6 +173,9 @@ class OpenAICompatModel:
         self._limit_field = "max_tokens"
         """Becomes `max_completion_tokens` when a server says it wants that instead."""
         self._raw_args: dict[str, tuple[str, dict[str, Any]]] = {}
+        self._tokenizer: str | None = None
+        """Which tokenize endpoint the server serves (`"tokenize"`, `"extras"`), `""` for
+        none (the estimate from then on), `None` before the first count."""
         """Call id -> the arguments as written and as parsed (parsed once, not per request)."""
 
     @property
@@ -289,6 +296,84 @@ class OpenAICompatModel:
                 await response.aclose()
             final = self._accept(request, assembler.body())
         yield final
+
+    # -- token counts ----------------------------------------------------------------------
+
+    def count_tokens(self, request: ModelRequest) -> int:
+        """The input tokens `request` comes to: the server's tokenizer where it serves one
+        (vLLM's and llama-server's `/tokenize`, llama-cpp-python's
+        `/extras/tokenize/count`), else `agentloops.model.estimate_tokens`. A server that
+        answers 404 is not asked again by this client; one that fails is asked again
+        next time (the estimate stands in meanwhile). Never raises for a server without
+        a tokenizer."""
+        if self._tokenizer == "":
+            return estimate_tokens(request)
+        for probe in self._probes(request):
+            try:
+                answer = self._http.post(
+                    probe.url, json=probe.body, headers=self._headers, timeout=_COUNT_TIMEOUT
+                )
+            except self._transport_errors:
+                return estimate_tokens(request)
+            count = self._counted(probe, answer)
+            if count is not None:
+                return count
+            if self._tokenizer != "" and self._tokenizer is not None:
+                return estimate_tokens(request)  # a known tokenizer failed this once
+        self._tokenizer = ""
+        return estimate_tokens(request)
+
+    async def acount_tokens(self, request: ModelRequest) -> int:
+        """`count_tokens` over the async HTTP client."""
+        if self._tokenizer == "":
+            return estimate_tokens(request)
+        client = self._async_client()
+        for probe in self._probes(request):
+            try:
+                answer = await client.post(
+                    probe.url, json=probe.body, headers=self._headers, timeout=_COUNT_TIMEOUT
+                )
+            except self._transport_errors:
+                return estimate_tokens(request)
+            count = self._counted(probe, answer)
+            if count is not None:
+                return count
+            if self._tokenizer != "" and self._tokenizer is not None:
+                return estimate_tokens(request)
+        self._tokenizer = ""
+        return estimate_tokens(request)
+
+    def _probes(self, request: ModelRequest) -> list[tokens.Probe]:
+        body = request_body(
+            request,
+            model=self.model,
+            mechanism=self._mechanism_for(request),
+            max_tokens=None,
+            stream=False,
+            echo=self._echo,
+            extra={},
+        )
+        found = tokens.probes(self.base_url, self.model, body)
+        return [p for p in found if self._tokenizer in (None, p.name)]
+
+    def _counted(self, probe: tokens.Probe, answer: httpx.Response) -> int | None:
+        """The count in a tokenizer's answer (its endpoint remembered), or `None`."""
+        if answer.status_code >= 400:
+            if answer.status_code in tokens.MISSING and self._tokenizer is None:
+                return None  # not served here: the next endpoint, or the estimate for good
+            self._tokenizer = self._tokenizer or probe.name  # served, failed this once
+            return None
+        try:
+            count = tokens.read(probe, answer.json())
+        except ValueError:
+            count = None
+        if count is not None:
+            self._tokenizer = probe.name
+        return count
+
+    @property
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
 
     # -- the plan of attempts, and its two drivers ---------------------------------------
 
@@ -454,8 +539,13 @@ class OpenAICompatModel:
             f"{tries}: {http.detail(response.text)}{self._hint(response.status_code)}"
         )
         if kind is ContextWindowExceeded:
+            tokens, limit = window.numbers(response.text)
             return ContextWindowExceeded(
-                message, request_id=request_id, status=response.status_code
+                message,
+                request_id=request_id,
+                status=response.status_code,
+                tokens=tokens,
+                limit=limit,
             )
         return ModelError(
             message,

@@ -22,6 +22,7 @@ from collections.abc import (
 )
 from typing import Any
 
+from agentloops.compaction import Compaction, with_compaction
 from agentloops.engine.decisions import Decisions, approvals
 from agentloops.engine.effects import Machine
 from agentloops.engine.host import ToolHost
@@ -106,6 +107,9 @@ class ReActLoop(JournaledRuns[ReActResult]):
         middleware: `Middleware` wrapping every model and tool call of a run, in order
             (the first is outermost); they go into a durable run's fingerprint. See
             docs/middleware.md.
+        compaction: keep the model's view of a run within its context window: a
+            `Compaction`, or its `max_context_tokens` as an int (appended to
+            `middleware`). See docs/context.md.
 
     Examples:
         >>> from agentloops.testing import ScriptedModel
@@ -141,6 +145,7 @@ class ReActLoop(JournaledRuns[ReActResult]):
         name: str = "",
         max_depth: int = DEFAULT_MAX_DEPTH,
         middleware: Iterable[Middleware] = (),
+        compaction: Compaction | int | None = None,
     ):
         check_limits(
             max_steps=(max_steps, 1),
@@ -185,7 +190,7 @@ class ReActLoop(JournaledRuns[ReActResult]):
             output_type, output_validator, max_output_retries, self.tools.names
         )
         """The output type's schema and checks (`None` without an `output_type`)."""
-        self.chain = Chain(middleware)
+        self.chain = Chain(with_compaction(middleware, compaction))
         """The loop's `middleware`, checked and sorted by hook."""
         self._tool_host = ToolHost(self.tools)
         self._runner: Runner[ReActResult] = Runner(

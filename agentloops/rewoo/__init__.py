@@ -21,6 +21,7 @@ from typing import Any, Literal
 import pydantic
 
 from agentloops._validation import field_errors
+from agentloops.compaction import Compaction, with_compaction
 from agentloops.engine import sync
 from agentloops.engine.decisions import Decisions
 from agentloops.engine.effects import Machine
@@ -136,6 +137,9 @@ class ReWOOPipeline(JournaledRuns[ReWOOResult]):
         middleware: `Middleware` wrapping every model and tool call of a run (the
             planner's, each worker call, the solver's), in order (the first is
             outermost); they go into the run's fingerprint. See docs/middleware.md.
+        compaction: keep the model's view of a run within its context window: a
+            `Compaction`, or its `max_context_tokens` as an int (appended to
+            `middleware`). See docs/context.md.
 
     Examples:
         >>> from agentloops.testing import ScriptedModel, respond_structured
@@ -181,6 +185,7 @@ class ReWOOPipeline(JournaledRuns[ReWOOResult]):
         max_output_retries: int = 2,
         max_depth: int = DEFAULT_MAX_DEPTH,
         middleware: Iterable[Middleware] = (),
+        compaction: Compaction | int | None = None,
     ):
         check_limits(
             max_depth=(max_depth, 0),
@@ -220,7 +225,7 @@ class ReWOOPipeline(JournaledRuns[ReWOOResult]):
         self.max_tokens = max_tokens
         self.on_event = on_event
         self.store = store
-        self.chain = Chain(middleware)
+        self.chain = Chain(with_compaction(middleware, compaction))
         """The run's `middleware`, checked and sorted by hook."""
         self._runner: Runner[ReWOOResult] = Runner(
             _machine.LOOP,

@@ -192,7 +192,10 @@ def _clients(
     model: ModelClient | None,
 ) -> models.Clients:
     if model is not None:
-        settings = models.ModelSettings(provider="custom", model=type(model).__name__)
+        window = getattr(args, "context_window", None)
+        settings = models.ModelSettings(
+            provider="custom", model=type(model).__name__, context_window=window
+        )
         return models.Clients(model, model, model, settings)
     settings = models.from_args(args, saved)
     clients = models.build(settings)

@@ -133,6 +133,18 @@ def parser() -> argparse.ArgumentParser:
         help="how the OpenAI-compatible client gets JSON (auto, json_schema, prompt)",
     )
     model.add_argument("--max-tokens", type=_positive_int, help="output limit per model call")
+    model.add_argument(
+        "--context-window",
+        type=_positive_int,
+        metavar="TOKENS",
+        help="the model's context window: compact what it sees to stay within it",
+    )
+    model.add_argument(
+        "--timeout",
+        type=_positive_int,
+        metavar="SECONDS",
+        help="the longest one model call may take",
+    )
     look = p.add_argument_group("runs, archive and profile")
     look.add_argument("--list", action="store_true", help="list runs waiting or stopped")
     look.add_argument("--show", metavar="RUN_ID", help="print a run's draft or published report")

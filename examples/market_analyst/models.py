@@ -19,7 +19,15 @@ from market_analyst.demo_model import MODEL_NAME, DemoModel
 
 Provider = Literal["offline", "openai_compat", "anthropic", "custom"]
 DEFAULT_OPENAI_MODEL = "qwen3:8b"
-_FIELDS = ("model", "planner_model", "executor_model", "structured", "max_tokens")
+_FIELDS = (
+    "model",
+    "planner_model",
+    "executor_model",
+    "structured",
+    "max_tokens",
+    "timeout",
+    "context_window",
+)
 
 
 class MissingCredentials(RuntimeError):
@@ -37,6 +45,11 @@ class ModelSettings:
     executor_model: str | None = None
     structured: str | None = None
     max_tokens: int | None = None
+    timeout: float | None = None
+    """Seconds one model call may take (the client's own default when `None`)."""
+    context_window: int | None = None
+    """The model's context window in tokens: the research and the evaluator compact what
+    the model sees to stay within it (`agentloops.Compaction`); `None`: no compaction."""
 
     def describe(self) -> str:
         """For the screen and the record, e.g. "qwen3:8b at http://localhost:11434/v1"."""
@@ -85,8 +98,8 @@ def ignored_flags(args: argparse.Namespace, settings: ModelSettings) -> list[str
     given = _given(args)
     if settings.provider == "offline":
         return [f"--{k.replace('_', '-')}" for k in given]
-    if settings.provider == "anthropic" and "structured" in given:
-        return ["--structured"]
+    if settings.provider == "anthropic":
+        return [f"--{k}" for k in ("structured", "timeout") if k in given]
     return []
 
 
@@ -133,6 +146,8 @@ def build(settings: ModelSettings) -> Clients:
 
         key = os.environ.get("OPENAI_API_KEY")
         options: dict[str, Any] = {"api_key": key, "max_tokens": settings.max_tokens}
+        if settings.timeout:
+            options["timeout"] = settings.timeout
         if settings.structured:
             options["structured"] = settings.structured
 

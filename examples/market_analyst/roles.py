@@ -38,6 +38,8 @@ def role_of(request: ModelRequest) -> str:
     ("You are the planner of a ReWOO agent."); structured requests also carry their
     schema's name. Anything else with tools is treated as a ReAct agent.
     """
+    if request.role == "compactor":  # Compaction's summary of older turns (--context-window)
+        return "compactor"
     first = request.system.strip().splitlines()[0] if request.system.strip() else ""
     match = _ROLE_LINE.search(first)
     if match:

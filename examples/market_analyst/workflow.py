@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable, Generator
 from typing import Any
 
 from agentloops import (
+    Compaction,
     Evaluator,
     EventSink,
     InvalidOutput,
@@ -238,6 +239,7 @@ class Analyst:
         """The research loop, durable (started, or resumed from its journal), whose final
         answer is the report: its notes (the answer as JSON), evidence and report record."""
         run_id, memory = record["run_id"], record.get("memory", "")
+        window = _window(record)
         planner, main = meter.wrap(self.planner), meter.wrap(self.model)
         runs, ttl = self.store.runs, self.store.lease_ttl
         loop_id = research_run(run_id, record.get("research_attempts", 0) + 1)
@@ -257,6 +259,7 @@ class Analyst:
                 on_event=self.on_event,
                 store=runs,
                 lease_ttl=ttl,
+                compaction=window,
                 **typed,
             )
         else:
@@ -271,6 +274,7 @@ class Analyst:
                 reporter_system=f"{REPORTER_SYSTEM}\n{REPORT_RULES}\n{memory}",
                 store=runs,
                 lease_ttl=ttl,
+                compaction=window,
                 **typed,
             )
         drive = (loop, runs, record["request"], loop_id)
@@ -291,7 +295,13 @@ class Analyst:
         evidence: dict[str, str] = evidence_lines(record["evidence"])
         if record.get("memory"):
             evidence["memory"] = record["memory"]
-        evaluator = Evaluator(meter.wrap(self.model), criteria=CRITERIA, on_event=self.on_event)
+        window = _window(record)
+        evaluator = Evaluator(
+            meter.wrap(self.model),
+            criteria=CRITERIA,
+            on_event=self.on_event,
+            middleware=[Compaction(window)] if window else (),
+        )
         task_draft = (record["request"], record["draft"], evidence)
         verdict = yield _Call(evaluator.evaluate, evaluator.aevaluate, task_draft)
         problems = record.get("figure_problems", [])
@@ -331,6 +341,13 @@ def _draft(record: dict[str, Any]) -> dict[str, Any]:
         "draft": to_markdown(report, source_names(evidence)),
         "figure_problems": unsupported_figures(report, evidence),
     }
+
+
+def _window(record: dict[str, Any]) -> int | None:
+    """The model's context window the run was started with (`--context-window`), if any:
+    its research and its evaluator compact what the model sees to stay within it."""
+    window = (record.get("settings") or {}).get("context_window")
+    return int(window) if window else None
 
 
 def _spent(meter: Meter) -> _Entries:

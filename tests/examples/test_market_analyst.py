@@ -352,3 +352,10 @@ def test_the_analyst_refuses_a_blank_request_or_an_unknown_mode(
     with pytest.raises(ValueError, match=message):
         Analyst(DemoModel(), store).run(request_text, "r1", mode=mode)
     assert store.run_ids() == []
+
+
+def test_a_compactors_summary_call_is_counted_as_the_compactor() -> None:
+    from agentloops import Message, ModelRequest
+
+    request = ModelRequest("You condense ...", [Message.user("turns")], role="compactor")
+    assert role_of(request) == "compactor"

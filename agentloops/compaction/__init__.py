@@ -21,7 +21,7 @@ from typing import Any
 
 from agentloops.compaction._summary import summary_request
 from agentloops.compaction._view import View
-from agentloops.engine.effects import Machine
+from agentloops.engine.effects import CheckOutput, Machine
 from agentloops.errors import ConfigurationError, ModelError
 from agentloops.events import ContextCompacted
 from agentloops.messages import Message
@@ -60,6 +60,15 @@ class Compaction(Middleware):
             client's, else 1024).
         summary_max_tokens: the summary call's `max_tokens`.
         elide_over: tool outputs longer than this many characters are elided first.
+        count: at a transcript's first request and near the budget (from `near` of it
+            up), ask the client's own count of the request before sending it (its
+            `count_tokens`: Anthropic's count-tokens endpoint, a server's tokenizer),
+            learn from it, and compact when that count is over. The
+            count is outside data: the driver asks it and a durable run journals it like
+            an outcome, so a replay reads the same number and sends the same requests.
+            Off by default: a count is one more round trip near the budget, and the
+            estimate, calibrated on the usage every reply reports, decides alone.
+        near: the share of the budget from which `count` asks (0 < near <= 1).
 
     Examples:
         >>> from agentloops import ReActLoop
@@ -79,6 +88,8 @@ class Compaction(Middleware):
         reserve: int | None = None,
         summary_max_tokens: int = 512,
         elide_over: int = 200,
+        count: bool = False,
+        near: float = 0.85,
     ):
         if max_context_tokens < 256:
             raise ConfigurationError(f"max_context_tokens must be >= 256, got {max_context_tokens}")
@@ -97,6 +108,10 @@ class Compaction(Middleware):
         self.reserve = reserve
         self.summary_max_tokens = summary_max_tokens
         self.elide_over = elide_over
+        if not 0 < near <= 1:
+            raise ConfigurationError(f"near must be above 0 and at most 1, got {near}")
+        self.count = count
+        self.near = near
 
     def __repr__(self) -> str:
         return f"Compaction({self.max_context_tokens}, keep_last={self.keep_last})"
@@ -110,6 +125,8 @@ class Compaction(Middleware):
             "reserve": self.reserve,
             "summary_max_tokens": self.summary_max_tokens,
             "elide_over": self.elide_over,
+            "count": self.count,
+            "near": self.near,
         }
 
     # -- the hooks ---------------------------------------------------------------------------
@@ -122,8 +139,12 @@ class Compaction(Middleware):
         sent = view.sync(live)
         frame = _frame(ctx.state, request)
         budget = self.max_context_tokens - self._reserve(request, ctx)
-        if view.tokens(frame) > budget:
+        tokens = view.tokens(frame)
+        if tokens > budget:
             return self._compacting(request, live, view, ctx, budget, "budget")
+        near = tokens >= budget * self.near or not view.sent_estimate  # or the first
+        if self.count and near and _counts(ctx.client):
+            return self._counted(request, live, view, sent, frame, ctx, budget)
         return self._sending(request, live, view, sent, frame, ctx)
 
     def after_model(
@@ -228,6 +249,37 @@ class Compaction(Middleware):
             return None  # the turns are left out with a note instead
         return response.message.text.strip() or None
 
+    def _counted(
+        self,
+        request: ModelRequest,
+        live: list[Message],
+        view: View,
+        sent: list[Message],
+        frame: int,
+        ctx: MiddlewareContext,
+        budget: int,
+    ) -> Machine[ModelRequest]:
+        """Near the budget: the client's own count of the request as it would go decides.
+        The driver asks it (a `CheckOutput` effect: under `arun` the count runs on
+        agentloops' pool) and a durable run journals the number, so a replay never asks
+        again. The estimate learns from the count (as it does from a reply's usage):
+        asked at the transcript's first request and near the budget, it keeps the
+        estimate honest for a tokenizer denser than it assumes, and over the budget the
+        view is compacted as far as the count says."""
+        out = self._sending(request, live, view, sent, frame, ctx)
+        counted = yield CheckOutput(_count, out, ctx.client, ctx.loop, ctx.run_id, ctx.step)
+        if not isinstance(counted, int):
+            return out
+        if view.sent_estimate > 0:  # the estimate learns from the count, as from usage
+            view.ratio = min(max(counted / view.sent_estimate, 0.5), _MOST)
+            ctx.state["ratio"] = view.ratio
+        if counted <= budget:
+            return out
+        compacted: ModelRequest = yield from self._compacting(
+            request, live, view, ctx, budget, "count"
+        )
+        return compacted
+
     def _sending(
         self,
         request: ModelRequest,
@@ -319,3 +371,14 @@ def with_compaction(
             f"compaction must be a Compaction or a token count, got {compaction!r}"
         )
     return [*chain, compaction if isinstance(compaction, Compaction) else Compaction(compaction)]
+
+
+def _counts(client: object) -> bool:
+    """Whether the client counts tokens itself (`count_tokens`, `acount_tokens`)."""
+    return callable(getattr(client, "count_tokens", None))
+
+
+def _count(request: ModelRequest, client: Any) -> int:
+    """The client's count of a request, as a `CheckOutput` validator `(value, context)`:
+    its sync `count_tokens` (under `arun` the driver runs it on agentloops' pool)."""
+    return int(client.count_tokens(request))

@@ -260,8 +260,9 @@ class ContextCompacted(Event):
     role: str
     """That call's role ("react", "executor", "solver", "reporter"...)."""
     reason: str
-    """"budget": the request would have passed the window; "context_window": the server
-    refused it as too long all the same, and it was compacted harder and sent again."""
+    """"budget": the request would have passed the window; "count": the client's own
+    count said so (`Compaction(count=True)`); "context_window": the server refused it as
+    too long all the same, and it was compacted harder and sent again."""
     tokens_before: int
     tokens_after: int
     max_context_tokens: int

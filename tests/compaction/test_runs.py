@@ -375,3 +375,77 @@ def test_one_call_refused_despite_the_count_fits_by_the_servers_own_numbers() ->
     assert server.refused == 1
     reasons = [e.reason for e in events if isinstance(e, ContextCompacted)]
     assert reasons[-1] == "context_window"
+
+
+# -- count=True: the client's own count near the budget -------------------------------------
+
+
+def counting_model(server: OpenAIServer, router: respx.MockRouter, counted: list[int]) -> Any:
+    """An OpenAI-compatible model whose server also serves vLLM's `/tokenize`, counting as
+    the server's own tokenizer does (`counted` gets every count asked)."""
+
+    def tokenize(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        count = _window_fakes.tokens_of(body["messages"]) + _window_fakes.tokens_of(
+            body.get("tools", [])
+        )
+        counted.append(count)
+        return httpx.Response(200, json={"count": count, "max_model_len": N_CTX})
+
+    router.post("/chat/completions").mock(side_effect=server)
+    router.post("http://llm.test/tokenize").mock(side_effect=tokenize)
+    return OpenAICompatModel(BASE, "m", sleep=lambda s: None)
+
+
+@pytest.mark.parametrize("count", [False, True])
+def test_with_count_the_servers_own_count_decides_before_sending(count: bool) -> None:
+    # The same dense tokenizer and silent usage as above: the estimate alone undershoots
+    # and the server refuses; asked near the budget, its own count keeps every request in.
+    server, counted = OpenAIServer(N_CTX, react_reply(), usage=False), []
+    with (
+        respx.mock(base_url=BASE, assert_all_called=False) as router,
+        pytest.MonkeyPatch.context() as patch,
+    ):
+        patch.setattr(_window_fakes, "CHARS_PER_TOKEN", 2)
+        events: list[Any] = []
+        loop = ReActLoop(
+            counting_model(server, router, counted),
+            [fetch],
+            max_steps=PAGES + 2,
+            compaction=Compaction(N_CTX, count=count),
+            on_event=events.append,
+        )
+        result = loop.run("Read the report.")
+    assert result.answer == "done: revenue grew"
+    reasons = {e.reason for e in events if isinstance(e, ContextCompacted)}
+    if count:
+        assert server.refused == 0 and counted and reasons  # compacted, never refused
+    else:
+        assert server.refused >= 1 and not counted
+
+
+def test_a_resumed_run_reads_its_counts_from_the_journal() -> None:
+    from agentloops import MemoryStore
+
+    store, counted = MemoryStore(), []
+    with respx.mock(base_url=BASE) as router, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_window_fakes, "CHARS_PER_TOKEN", 2)
+        server = OpenAIServer(N_CTX, react_reply(), usage=False)
+
+        def build() -> ReActLoop:
+            return ReActLoop(
+                counting_model(server, router, counted),
+                [fetch],
+                max_steps=PAGES + 2,
+                compaction=Compaction(N_CTX, count=True),
+                store=store,
+            )
+
+        first = build().run("Read the report.", run_id="r1")
+        asked, sent = len(counted), list(server.bodies)
+        assert first.answer == "done: revenue grew" and asked
+        checked = [r for r in store.read("r1") if r.kind == "output_checked"]
+        assert len(checked) == asked  # each count journaled
+        # Replayed from the journal (the run ended: nothing is asked again, no count either).
+        assert build().status("r1").answer == first.answer
+        assert len(counted) == asked and server.bodies == sent

@@ -445,6 +445,7 @@ class Scan:
         "events",
         "finished",
         "guards",
+        "last",
         "models",
         "records",
         "reruns",
@@ -454,6 +455,8 @@ class Scan:
 
     def __init__(self) -> None:
         self.records = 0
+        self.last = 0
+        """The last record's seq."""
         self.models = 0
         """The model calls' records a replay answers from (`_Models`)."""
         self.checks = 0
@@ -485,8 +488,14 @@ class Scan:
             yield record
         self.models += models.end()
 
+    def add(self, records: Iterable[JournalRecord]) -> None:
+        """Take in records written after the journal was read (none a model call's)."""
+        for record in records:
+            self.take(record, _Models())
+
     def take(self, record: JournalRecord, models: _Models) -> None:
         self.records += 1
+        self.last = record.seq
         kind = record.kind
         self.models += models.count(record)
         if kind == "tool_started":
@@ -566,7 +575,16 @@ class _Feed:
     only those read ahead but not asked for yet are held (model replies are asked in
     order; a tool call's finish comes after its start)."""
 
-    __slots__ = ("_models", "buffered", "checks", "finishing", "guards", "models", "records", "tools")
+    __slots__ = (
+        "_models",
+        "buffered",
+        "checks",
+        "finishing",
+        "guards",
+        "models",
+        "records",
+        "tools",
+    )
 
     def __init__(self, records: Iterator[JournalRecord], scan: Scan):
         self.records: Iterator[JournalRecord] | None = records
@@ -629,7 +647,7 @@ class _Feed:
         kind = record.kind
         if kind == "tool_finished":
             self.tools[str(record.key)] = record
-        elif kind == CHECKED or kind == GUARD:
+        elif kind in (CHECKED, GUARD):
             self.buffered[kind].append(record)
         else:
             self.buffered["model"].extend(self._models.kept(record))

@@ -255,12 +255,18 @@ PAGE = 500
 
 
 def iter_records(
-    store: RunStore, run_id: str, *, after: int = 0, page: int = PAGE, until: int | None = None
+    store: RunStore,
+    run_id: str,
+    *,
+    after: int = 0,
+    page: int | None = None,
+    until: int | None = None,
 ) -> Iterator[JournalRecord]:
     """The run's records with `seq > after` (and `<= until`, when given), in order, read
-    from any `RunStore` a page of `page` records at a time (`read(after=, limit=)`: a keyset
-    query on the SQL stores), so a long journal is never held whole. `RunNotFound` for an
-    unknown run (when the first page is read)."""
+    from any `RunStore` a page of `page` records at a time (default `PAGE`; through
+    `read(after=, limit=)`: a keyset query on the SQL stores), so a long journal is never
+    held whole. `RunNotFound` for an unknown run (when the first page is read)."""
+    page = PAGE if page is None else page
     if type(page) is not int or page < 1:
         raise ValueError(f"page must be a whole number >= 1, got {page!r}")
     while until is None or after < until:
@@ -278,7 +284,7 @@ class StoreBase:
     sources a follower reads from (`_source`, `_asource`)."""
 
     def iter_records(
-        self, run_id: str, *, after: int = 0, page: int = PAGE, until: int | None = None
+        self, run_id: str, *, after: int = 0, page: int | None = None, until: int | None = None
     ) -> Iterator[JournalRecord]:
         """`iter_records` over this store (the records read a page at a time)."""
         return iter_records(self, run_id, after=after, page=page, until=until)  # type: ignore[arg-type]

@@ -140,6 +140,8 @@ def journaled(
         outcome, error = None, None
         try:
             outcome = yield from replay.perform(effect, pending, write)
+        except _Unread as failed:  # the journal could not be read again: nothing is recorded
+            raise failed.error from failed.error.__cause__
         except Exception as exc:  # a driver's or the journal's failure: the machine decides
             error = exc
 
@@ -570,6 +572,15 @@ class _Models:
         return [] if failure is None else [failure]
 
 
+class _Unread(BaseException):
+    """A replay's read of the journal failed (`error`, the store's): raised past the
+    machine, as a failed read when the run was opened would be, with nothing recorded."""
+
+    def __init__(self, error: Exception):
+        super().__init__(error)
+        self.error = error
+
+
 class _Feed:
     """The records a replay answers the machine from, read from the journal as it asks:
     only those read ahead but not asked for yet are held (model replies are asked in
@@ -639,7 +650,10 @@ class _Feed:
         """Read one more record (sorting it to where it is asked for); False at the end."""
         if self.records is None:
             return False
-        record = next(self.records, None)
+        try:
+            record = next(self.records, None)
+        except Exception as exc:  # the store's: not the machine's to decide on
+            raise _Unread(exc) from exc
         if record is None:
             self.records = None
             self.buffered["model"].extend(self._models.last())

@@ -135,6 +135,12 @@ class Session:
 
         self.keeper = LeaseKeeper(d.store, lease)
 
+    def started(self, key: str) -> bool:
+        """Whether the journal, as it was opened, holds the start of the call `key`."""
+        if isinstance(self.past, Streamed):
+            return key in self.past.scan.started
+        return any(r.kind == "tool_started" and r.key == key for r in self.past)
+
     @property
     def holder(self) -> str:
         return self.keeper.lease.holder

@@ -21,6 +21,7 @@ from agentloops import (
     MemoryStore,
     ReActLoop,
     RunNotFound,
+    StoreError,
     ToolCall,
     tool,
 )
@@ -205,3 +206,31 @@ def test_each_store_reads_its_records_a_page_at_a_time(durable_store: Any) -> No
         list(durable_store.iter_records("nobody"))
     with pytest.raises(ValueError, match="page"):
         list(durable_store.iter_records("p", page=0))
+
+
+class Failing(Counting):
+    """A store whose reads fail from the `fail_at`-th one on."""
+
+    fail_at = 0
+    reads = 0
+
+    def read(self, run_id: str, *, after: int = 0, limit: int | None = None) -> Any:
+        self.reads += 1
+        if self.fail_at and self.reads >= self.fail_at:
+            raise StoreError("the disk went away")
+        return super().read(run_id, after=after, limit=limit)
+
+
+def test_a_failed_read_during_the_replay_is_the_stores_error_and_records_nothing() -> None:
+    replies = [use_tools(("add", {"a": i, "b": 1})) for i in range(STEPS)]
+    store = Failing()
+    loop = ReActLoop(ScriptedModel(replies), [add], store=store, max_steps=STEPS + 3)
+    with pytest.raises(ScriptExhausted):
+        loop.run("go", run_id="r1")
+    before = store.run_info("r1")
+    store.fail_at = store.reads + 90  # the journal is checked (61 pages), then replayed
+    with pytest.raises(StoreError, match="the disk went away"):
+        resumer(store).resume("r1")
+    store.fail_at = 0
+    after = store.run_info("r1")
+    assert (after.last_seq, after.status, after.leased) == (before.last_seq, "failed", False)

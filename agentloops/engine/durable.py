@@ -5,7 +5,8 @@ driver and records the outcome (a model response; a tool call's start, then its 
 what an output validator said) through `Journal` effects. On resume it first answers the
 machine from the journal (the machine is deterministic given its outcomes, so it makes the
 same requests again and no model or tool call is repeated for an outcome on record), then
-goes on live.
+goes on live. The journal is consumed as the machine asks (`_Feed`): only the records
+read ahead are held, after one streaming pass (`Scan`) learned what must be known first.
 
 A call that started but has no recorded outcome is *in doubt* (the process died during
 it). Its tool's `on_doubt` says what happens: "rerun" runs it again with the same

@@ -5,7 +5,8 @@ A run is driven by one holder at a time. `begin` creates the run holding its lea
 header keeps the journal's format, the run's nonce and the loop's fingerprint); `reopen`
 takes the lease of an existing run (`RunLeased`, naming the holder and until when, while
 another holder drives it), checks the loop's fingerprint, records the decisions it was
-given (checked by `engine.decisions`), and reads and checks the journal to replay. Every
+given (checked by `engine.decisions`), and reads and checks the journal to replay (a page
+at a time: `Streamed`). Every
 journal write names the lease, so a holder that lost it (it stalled past the expiry and
 the run was taken over) writes nothing and stops, and every record it writes is sealed
 into the run's checksum chain.

@@ -143,7 +143,7 @@ class Job:
                 d, kind=tool.kind, run_id=key, meta=meta, fingerprint=parts, parent=parent
             )
 
-        met = any(r.kind == "tool_started" and r.key == key for r in parent.past)
+        met = parent.started(key)
         if not met:  # a new call: begin its run (met before only if a drive stopped early)
             try:
                 return begin(), None

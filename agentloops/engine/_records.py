@@ -2,16 +2,17 @@
 checked on every record as it is read, so a damaged journal is a `CheckpointError` naming
 the run, the record's seq and the field, never a `KeyError` deep in a replay.
 
-`checked(records, chain)` is the one way the engine reads a journal: the checksum chain
-(format 2, `engine._chain`) and each record's schema. Kinds this version does not
-know pass unchecked: a kind is an open string, and replay ignores what it does not know.
+`checked(records, chain)` (or `checking`, as records stream in) is the one way the engine
+reads a journal: the checksum chain (format 2, `engine._chain`) and each record's schema.
+Kinds this version does not know pass unchecked: a kind is an open string, and replay
+ignores what it does not know.
 
 Rule: records and their schemas; no store, no driver, no loop.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, get_args
 
 from agentloops.engine._chain import Chain
@@ -116,13 +117,18 @@ def checked(records: Iterable[JournalRecord], chain: Chain | None) -> list[Journ
     Raises:
         CheckpointError: the first record that is not, naming its seq and the field.
     """
-    good = []
+    return list(checking(records, chain))
+
+
+def checking(records: Iterable[JournalRecord], chain: Chain | None) -> Iterator[JournalRecord]:
+    """`checked` as records are consumed: each one is checked when it is reached, so a
+    journal read a page at a time is checked page by page (the same errors, raised when
+    the first bad record comes)."""
     for record in records:
         if chain is not None:
             chain.verify(record)
         check(record)
-        good.append(record)
-    return good
+        yield record
 
 
 def check(record: JournalRecord) -> None:

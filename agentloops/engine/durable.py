@@ -5,7 +5,8 @@ driver and records the outcome (a model response; a tool call's start, then its 
 what an output validator said) through `Journal` effects. On resume it first answers the
 machine from the journal (the machine is deterministic given its outcomes, so it makes the
 same requests again and no model or tool call is repeated for an outcome on record), then
-goes on live.
+goes on live. The journal is consumed as the machine asks (`_Feed`): only the records
+read ahead are held, after one streaming pass (`Scan`) learned what must be known first.
 
 A call that started but has no recorded outcome is *in doubt* (the process died during
 it). Its tool's `on_doubt` says what happens: "rerun" runs it again with the same
@@ -27,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -96,7 +97,7 @@ _DECLINED = (
 
 def journaled(
     machine: Machine[R],
-    past: Sequence[JournalRecord],
+    past: Iterable[JournalRecord],
     write: Write,
     tools: ToolRegistry,
     nonce: str = "",
@@ -140,6 +141,8 @@ def journaled(
         outcome, error = None, None
         try:
             outcome = yield from replay.perform(effect, pending, write)
+        except _Unread as failed:  # the journal could not be read again: nothing is recorded
+            raise failed.error from failed.error.__cause__
         except Exception as exc:  # a driver's or the journal's failure: the machine decides
             error = exc
 
@@ -148,33 +151,31 @@ class _Replay:
     """What the journal already holds for a run, consumed as the machine asks again."""
 
     def __init__(
-        self, past: Sequence[JournalRecord], tools: ToolRegistry, nonce: str, observed: bool
+        self, past: Iterable[JournalRecord], tools: ToolRegistry, nonce: str, observed: bool
     ):
         self.tools = tools
         self.nonce = nonce
         self.observed = observed
-        self.models = deque(_model_records(past))
-        """The model calls' records: each reply, and each failure a middleware answered
-        with a retry (`FAILED`)."""
-        self.checks = deque(r for r in past if r.kind == CHECKED)
-        self.guards = deque(r for r in past if r.kind == GUARD)
-        self.events = sum(1 for r in past if r.kind == EVENT)
+        known = getattr(past, "scan", None)
+        scan: Scan = known if isinstance(known, Scan) else Scan.of(past)
+        self.feed = _Feed(iter(past), scan)
+        """The records the machine is answered from, read as it asks for them."""
+        self.events = scan.events
         """Journaled events the machine has not emitted again yet in this replay."""
-        self.finished = {r.key: r for r in past if r.kind == "tool_finished"}
-        self.started = {r.key: r for r in past if r.kind == "tool_started"}
-        self.decided = {r.key: r.data for r in past if r.kind == "decision"}
-        self.reruns = {r.key: r.data for r in past if r.kind == DOUBT}
-        self.asked = {r.key for r in past if r.kind == "approval_requested"}
-        self.ended = _ended(past)
-        self.asking = self._asking()
+        self.started = scan.started
+        self.decided = scan.decided
+        self.reruns = scan.reruns
+        self.asked = scan.asked
+        self.ended = scan.ended
+        self.asking = self._asking(scan.unfinished.values())
         """The calls in doubt that wait for a person's decision (journal order)."""
         self.ready: list[tuple[int, str, ToolOutcome]] = []
         """Replayed calls the machine started, waiting for its `NextTool` (journal order)."""
         self.keys: dict[str, tuple[str, str, str, str]] = {}
         """Call id -> (call key, tool name, run id, loop) of the calls whose outcome is to
         be recorded."""
-        self.resumed = bool(past)
-        self.legacy = self.events == 0 and any(r.kind == "model" for r in past)
+        self.resumed = scan.records > 0
+        self.legacy = self.events == 0 and scan.models > 0
         """A journal written before milestones were journaled (every newer one that holds
         a model call holds its loop's milestones too, or its loop emits none)."""
         self.live = False
@@ -206,7 +207,7 @@ class _Replay:
             if self.events:  # emitted again for a journaled one
                 self.events -= 1
                 return None
-            if self.legacy and (self.models or self.finished or self.ready):
+            if self.legacy and (self.feed.models or self.feed.finishing or self.ready):
                 return None  # a journal from before milestones: what it replays has none
             data = event_to_dict(effect.event)
             del data["at"]  # this process's clock: the record has its own time
@@ -221,8 +222,8 @@ class _Replay:
         return None
 
     def _model(self, effect: CallModel, pending: list[Entry], write: Write) -> Machine[Any]:
-        if self.models:
-            record = self.models.popleft()
+        record = self.feed.model()
+        if record is not None:
             data = record.data
             if (data["run"], data["step"]) != (effect.run_id, effect.step):
                 raise _mismatch(record, f"a model call of run {effect.run_id} step {effect.step}")
@@ -237,8 +238,8 @@ class _Replay:
         """A guard's verdict (and, with its call, the call's reply): from the journal, or
         asked now and recorded before the reply."""
         call = effect.call
-        if self.guards:
-            record = self.guards.popleft()
+        record = self.feed.take(GUARD)
+        if record is not None:
             data = record.data
             if (data["run"], data["step"], data["guard"]) != (
                 effect.run_id,
@@ -269,8 +270,8 @@ class _Replay:
     def _check(self, effect: CheckOutput, pending: list[Entry]) -> Machine[Any]:
         """An output validator's verdict: from the journal, or asked now and recorded (as
         JSON: the machine validates what comes back, on replay as live)."""
-        if self.checks:
-            record = self.checks.popleft()
+        record = self.feed.take(CHECKED)
+        if record is not None:
             data = record.data
             if (data["run"], data["step"]) != (effect.run_id, effect.step):
                 raise _mismatch(record, f"an output check of run {effect.run_id}")
@@ -289,7 +290,7 @@ class _Replay:
 
     def _start(self, effect: StartTool, pending: list[Entry], write: Write) -> Machine[None]:
         call, key = effect.call, effect.call_key
-        done = self.finished.pop(key, None)
+        done = self.feed.finished(key)
         if done is not None:  # ran and recorded: its outcome comes from the journal
             if done.data["name"] != call.name:
                 raise _mismatch(done, f"a call of {call.name!r}")
@@ -320,14 +321,11 @@ class _Replay:
         tool = self.tools.get(name)
         return tool.on_doubt if tool is not None else "fail"  # a tool gone: an operator's
 
-    def _asking(self) -> list[JournalRecord]:
-        finished = self.finished
+    def _asking(self, unfinished: Iterable[JournalRecord]) -> list[JournalRecord]:
         return [
             r
-            for r in self.started.values()
-            if r.key not in finished
-            and r.key not in self.reruns
-            and self._policy(r.data["name"]) != "rerun"
+            for r in unfinished
+            if r.key not in self.reruns and self._policy(r.data["name"]) != "rerun"
         ]
 
     def _in_doubt(self) -> CallInDoubt:
@@ -437,38 +435,238 @@ def _called(
     return response
 
 
-def _model_records(past: Sequence[JournalRecord]) -> list[JournalRecord]:
-    """The model calls' records a replay answers from, in order: every reply, and every
+class Scan:
+    """What a replay must know before the machine starts, from one pass over the journal
+    that keeps no record's body: how many records of each kind it answers from, the keys
+    of the calls started and finished, the calls in doubt, the decisions, how it ended."""
+
+    __slots__ = (
+        "asked",
+        "checks",
+        "decided",
+        "ended",
+        "events",
+        "finished",
+        "guards",
+        "last",
+        "models",
+        "records",
+        "reruns",
+        "started",
+        "unfinished",
+    )
+
+    def __init__(self) -> None:
+        self.records = 0
+        self.last = 0
+        """The last record's seq."""
+        self.models = 0
+        """The model calls' records a replay answers from (`_Models`)."""
+        self.checks = 0
+        self.guards = 0
+        self.events = 0
+        self.started: set[str] = set()
+        self.finished: set[str] = set()
+        self.unfinished: dict[str, JournalRecord] = {}
+        """The calls started and never finished (in doubt), by key, in journal order."""
+        self.decided: dict[str, dict[str, Any]] = {}
+        self.reruns: dict[str, dict[str, Any]] = {}
+        self.asked: set[str] = set()
+        self.ended: str | None = None
+        """How the journal's last session ended: "finished", "paused", "failed", or None."""
+
+    @classmethod
+    def of(cls, records: Iterable[JournalRecord]) -> Scan:
+        scan = cls()
+        for _ in scan.read(records):
+            pass
+        return scan
+
+    def read(self, records: Iterable[JournalRecord]) -> Iterator[JournalRecord]:
+        """Take in `records`, handing each on (a generator: the caller drives it, or
+        `of` does)."""
+        models = _Models()
+        for record in records:
+            self.take(record, models)
+            yield record
+        self.models += models.end()
+
+    def add(self, records: Iterable[JournalRecord]) -> None:
+        """Take in records written after the journal was read (none a model call's)."""
+        for record in records:
+            self.take(record, _Models())
+
+    def take(self, record: JournalRecord, models: _Models) -> None:
+        self.records += 1
+        self.last = record.seq
+        kind = record.kind
+        self.models += models.count(record)
+        if kind == "tool_started":
+            key = str(record.key)
+            self.started.add(key)
+            self.unfinished[key] = record
+        elif kind == "tool_finished":
+            self.finished.add(str(record.key))
+            self.unfinished.pop(str(record.key), None)
+        elif kind == EVENT:
+            self.events += 1
+        elif kind == CHECKED:
+            self.checks += 1
+        elif kind == GUARD:
+            self.guards += 1
+        elif kind == "decision":
+            self.decided[str(record.key)] = record.data
+        elif kind == DOUBT:
+            self.reruns[str(record.key)] = record.data
+        elif kind == "approval_requested":
+            self.asked.add(str(record.key))
+        elif kind == "result":
+            paused = record.data["stop_reason"] == "approval_required"
+            self.ended = "paused" if paused else "finished"
+        elif kind == "failed":
+            self.ended = "failed"
+
+
+class _Models:
+    """Which model calls' records a replay answers from, in order: every reply, and every
     failure the run went on from (a middleware's retry followed it). A failure that ended
     its session (a `failed` or `result` record came before the next model call) is not
-    replayed: the resumed run calls the model again."""
-    kept: list[JournalRecord] = []
-    failure: JournalRecord | None = None
-    for record in past:
-        if record.kind in ("failed", "result"):  # where a session ended
-            failure = None
-        elif record.kind in ("model", FAILED):
-            if failure is not None:
-                kept.append(failure)
-            failure = None
-            if record.kind == "model":
+    replayed: the resumed run calls the model again. Fed one record at a time."""
+
+    __slots__ = ("failure",)
+
+    def __init__(self) -> None:
+        self.failure: JournalRecord | None = None
+
+    def kept(self, record: JournalRecord) -> list[JournalRecord]:
+        """The records a replay answers from that `record` settles (in order)."""
+        kind = record.kind
+        if kind in ("failed", "result"):  # where a session ended
+            self.failure = None
+        elif kind in ("model", FAILED):
+            failure, self.failure = self.failure, None
+            kept = [] if failure is None else [failure]
+            if kind == "model":
                 kept.append(record)
             else:
-                failure = record
-    if failure is not None:  # the last thing: the session stopped at it (killed)
-        kept.append(failure)
-    return kept
+                self.failure = record
+            return kept
+        return []
+
+    def count(self, record: JournalRecord) -> int:
+        kind = record.kind
+        if kind in ("failed", "result"):
+            self.failure = None
+        elif kind in ("model", FAILED):
+            kept = 0 if self.failure is None else 1
+            self.failure = None if kind == "model" else record
+            return kept + (kind == "model")
+        return 0
+
+    def end(self) -> int:
+        """At the journal's end: a failure that is the last thing (its session stopped at
+        it: killed) is replayed."""
+        return 0 if self.failure is None else 1
+
+    def last(self) -> list[JournalRecord]:
+        failure, self.failure = self.failure, None
+        return [] if failure is None else [failure]
 
 
-def _ended(past: Sequence[JournalRecord]) -> str | None:
-    """How the journal's last session ended: "finished", "paused", "failed", or None."""
-    for record in reversed(past):
-        if record.kind == "result":
-            paused = record.data["stop_reason"] == "approval_required"
-            return "paused" if paused else "finished"
-        if record.kind == "failed":
-            return "failed"
-    return None
+class _Unread(BaseException):
+    """A replay's read of the journal failed (`error`, the store's): raised past the
+    machine, as a failed read when the run was opened would be, with nothing recorded."""
+
+    def __init__(self, error: Exception):
+        super().__init__(error)
+        self.error = error
+
+
+class _Feed:
+    """The records a replay answers the machine from, read from the journal as it asks:
+    only those read ahead but not asked for yet are held (model replies are asked in
+    order; a tool call's finish comes after its start)."""
+
+    __slots__ = (
+        "_models",
+        "buffered",
+        "checks",
+        "finishing",
+        "guards",
+        "models",
+        "records",
+        "tools",
+    )
+
+    def __init__(self, records: Iterator[JournalRecord], scan: Scan):
+        self.records: Iterator[JournalRecord] | None = records
+        self.models = scan.models
+        """How many model calls' records are left to replay."""
+        self.finishing = set(scan.finished)
+        """The keys of the calls whose finish is left to replay."""
+        self.checks = scan.checks
+        self.guards = scan.guards
+        self.buffered: dict[str, deque[JournalRecord]] = {
+            "model": deque(),
+            CHECKED: deque(),
+            GUARD: deque(),
+        }
+        self.tools: dict[str, JournalRecord] = {}
+        """Finishes read ahead, by key."""
+        self._models = _Models()
+
+    def model(self) -> JournalRecord | None:
+        if not self.models:
+            return None
+        self.models -= 1
+        return self._next("model")
+
+    def take(self, kind: str) -> JournalRecord | None:
+        """The next output check's (`CHECKED`) or guard's (`GUARD`) record, or None."""
+        if kind == CHECKED:
+            if not self.checks:
+                return None
+            self.checks -= 1
+        else:
+            if not self.guards:
+                return None
+            self.guards -= 1
+        return self._next(kind)
+
+    def finished(self, key: str) -> JournalRecord | None:
+        if key not in self.finishing:
+            return None
+        self.finishing.discard(key)
+        while key not in self.tools and self._read():
+            pass
+        return self.tools.pop(key, None)
+
+    def _next(self, kind: str) -> JournalRecord | None:
+        queue = self.buffered[kind]
+        while not queue and self._read():
+            pass
+        return queue.popleft() if queue else None
+
+    def _read(self) -> bool:
+        """Read one more record (sorting it to where it is asked for); False at the end."""
+        if self.records is None:
+            return False
+        try:
+            record = next(self.records, None)
+        except Exception as exc:  # the store's: not the machine's to decide on
+            raise _Unread(exc) from exc
+        if record is None:
+            self.records = None
+            self.buffered["model"].extend(self._models.last())
+            return False
+        kind = record.kind
+        if kind == "tool_finished":
+            self.tools[str(record.key)] = record
+        elif kind in (CHECKED, GUARD):
+            self.buffered[kind].append(record)
+        else:
+            self.buffered["model"].extend(self._models.kept(record))
+        return True
 
 
 def _flush(pending: list[Entry], write: Write) -> Machine[None]:

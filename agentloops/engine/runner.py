@@ -303,7 +303,7 @@ class Runner(Generic[R]):
         info = d.store.run_info(run_id)
         session.check_kind(info, self.kind, run_id)
         _fingerprint.check(run_id, info.meta, fingerprint(), ())
-        past = session.read(d.store, run_id, info)
+        past = session.streamed(d.store, run_id, info)
         machine = rebuild(dict(info.meta), run_id, False)
         replay = journaled(machine, past, _nowhere, host.registry, observed=False)
         return _replayed(replay, run_id, d.store, host)

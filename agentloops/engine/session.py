@@ -5,7 +5,8 @@ A run is driven by one holder at a time. `begin` creates the run holding its lea
 header keeps the journal's format, the run's nonce and the loop's fingerprint); `reopen`
 takes the lease of an existing run (`RunLeased`, naming the holder and until when, while
 another holder drives it), checks the loop's fingerprint, records the decisions it was
-given (checked by `engine.decisions`), and reads and checks the journal to replay. Every
+given (checked by `engine.decisions`), and reads and checks the journal to replay (a page
+at a time: `Streamed`). Every
 journal write names the lease, so a holder that lost it (it stalled past the expiry and
 the run was taken over) writes nothing and stops, and every record it writes is sealed
 into the run's checksum chain.
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -38,7 +39,7 @@ from agentloops.engine.decisions import (
     decision_entries,
     pending,
 )
-from agentloops.engine.durable import DOUBT, FORMAT, journaled
+from agentloops.engine.durable import DOUBT, FORMAT, Scan, journaled
 from agentloops.engine.effects import Machine, R
 from agentloops.engine.fork import Replacement, fork_entries, fork_meta
 from agentloops.engine.host import ToolHost
@@ -51,7 +52,7 @@ from agentloops.errors import (
     RunLeased,
     StoreError,
 )
-from agentloops.journal._base import NewRecord
+from agentloops.journal._base import NewRecord, iter_records
 from agentloops.journal.records import Entry, JournalRecord, Lease, RunInfo, RunStore
 from agentloops.messages import ToolCall
 
@@ -111,7 +112,7 @@ class Session:
         d: Durability,
         lease: Lease,
         meta: dict[str, Any],
-        past: list[JournalRecord],
+        past: list[JournalRecord] | Streamed,
         chain: Chain | None,
         parent: Session | None = None,
         *,
@@ -134,6 +135,12 @@ class Session:
         from agentloops.journal.keeper import LeaseKeeper  # with the first durable run
 
         self.keeper = LeaseKeeper(d.store, lease)
+
+    def started(self, key: str) -> bool:
+        """Whether the journal, as it was opened, holds the start of the call `key`."""
+        if isinstance(self.past, Streamed):
+            return key in self.past.scan.started
+        return any(r.kind == "tool_started" and r.key == key for r in self.past)
 
     @property
     def holder(self) -> str:
@@ -375,9 +382,16 @@ def reopen(
     meta = dict(info.meta)
     try:
         chain = Chain.of(run_id, meta)
-        past = _records.checked(store.read(run_id), chain)
-        own = _record_below(store, run_id, past, decisions, lease) if decisions else {}
-        entries = decision_entries(run_id, past, own, by=lease.holder) if own else []
+        past: list[JournalRecord] | Streamed
+        own: dict[str, bool | str] = {}
+        entries: list[Entry] = []
+        if decisions:  # what they decide is checked against the whole journal
+            whole = _records.checked(iter_records(store, run_id), chain)
+            own = _record_below(store, run_id, whole, decisions, lease)
+            entries = decision_entries(run_id, whole, own, by=lease.holder) if own else []
+            past = whole
+        else:  # replayed a page at a time
+            past = Streamed.read(store, run_id, chain)
         decided = bool(entries) or len(own) < len(decisions or {})
         if upgrade is not None:
             meta["fingerprint"], changed = upgrade
@@ -386,12 +400,48 @@ def reopen(
             store.update_run(lease, meta=meta)
         if entries:
             # decisions recorded: the run goes on from here, its status "running" again
-            past += append(store, lease, chain, entries, "running" if decided else None)
+            past.extend(append(store, lease, chain, entries, "running" if decided else None))
     except BaseException:
         store.release(lease)
         raise
     status = "running" if decided else info.status
     return Session(d, lease, meta, past, chain, parent, status=status)
+
+
+class Streamed:
+    """A run's journal, checked, that is never held whole: read and checked once a page at
+    a time when the run is opened (`read`: the checksum chain and each record's schema,
+    kept as a `Scan`, what a replay must know before its machine starts, holding no
+    record's body), then read again a page at a time as the replay consumes it (up to
+    the record the first pass ended at, and the ones this session added since: `extend`)."""
+
+    __slots__ = ("run_id", "scan", "store", "until")
+
+    def __init__(self, store: RunStore, run_id: str, scan: Scan):
+        self.store, self.run_id, self.scan = store, run_id, scan
+        self.until = scan.last
+
+    @classmethod
+    def read(cls, store: RunStore, run_id: str, chain: Chain | None) -> Streamed:
+        """The run's journal, checked (`CheckpointError` at its first bad record)."""
+        scan = Scan()
+        for _ in scan.read(_records.checking(iter_records(store, run_id), chain)):
+            pass
+        return cls(store, run_id, scan)
+
+    def __iter__(self) -> Iterator[JournalRecord]:
+        return iter_records(self.store, self.run_id, until=self.until)
+
+    def extend(self, records: list[JournalRecord]) -> None:
+        self.scan.add(records)  # a decision, a change of settings: no model call's
+        self.until = self.scan.last
+
+
+def streamed(store: RunStore, run_id: str, info: RunInfo | None = None) -> Streamed:
+    """`read`, never holding the journal whole (`Streamed`)."""
+    if info is None:
+        info = store.run_info(run_id)
+    return Streamed.read(store, run_id, Chain.of(run_id, info.meta))
 
 
 def read(store: RunStore, run_id: str, info: RunInfo | None = None) -> list[JournalRecord]:

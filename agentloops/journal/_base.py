@@ -27,7 +27,7 @@ from agentloops.errors import (
     RunNotFound,
     StoreError,
 )
-from agentloops.journal.records import Entry, JournalRecord, Lease, RunInfo
+from agentloops.journal.records import Entry, JournalRecord, Lease, RunInfo, RunStore
 
 if TYPE_CHECKING:  # pragma: no cover
     from agentloops.journal.follow import AsyncSource, Source
@@ -250,10 +250,44 @@ def check_schema(where: str, version: int, supported: int = SCHEMA_VERSION) -> N
         )
 
 
+PAGE = 500
+"""How many records `iter_records` reads at a time."""
+
+
+def iter_records(
+    store: RunStore,
+    run_id: str,
+    *,
+    after: int = 0,
+    page: int | None = None,
+    until: int | None = None,
+) -> Iterator[JournalRecord]:
+    """The run's records with `seq > after` (and `<= until`, when given), in order, read
+    from any `RunStore` a page of `page` records at a time (default `PAGE`; through
+    `read(after=, limit=)`: a keyset query on the SQL stores), so a long journal is never
+    held whole. `RunNotFound` for an unknown run (when the first page is read)."""
+    page = PAGE if page is None else page
+    if type(page) is not int or page < 1:
+        raise ValueError(f"page must be a whole number >= 1, got {page!r}")
+    while until is None or after < until:
+        most = page if until is None else min(page, until - after)
+        records = store.read(run_id, after=after, limit=most)
+        yield from records
+        if len(records) < most:
+            return
+        after = records[-1].seq
+
+
 class StoreBase:
     """The argument checks around the backends' primitives, written once: a backend
     implements `_start`, `_acquire`, `_renew`, `_update` and `_append`, the reads, and the
     sources a follower reads from (`_source`, `_asource`)."""
+
+    def iter_records(
+        self, run_id: str, *, after: int = 0, page: int | None = None, until: int | None = None
+    ) -> Iterator[JournalRecord]:
+        """`iter_records` over this store (the records read a page at a time)."""
+        return iter_records(self, run_id, after=after, page=page, until=until)  # type: ignore[arg-type]
 
     def start(
         self,

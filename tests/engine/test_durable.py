@@ -602,11 +602,11 @@ def test_every_call_in_doubt_after_one_crash_is_raised_at_once(
         loop.resume("r1")
     assert [c.id for c in info.value.calls] == started
     assert "6 call(s)" in str(info.value) and durable_store.run_info("r1").status == "in_doubt"
-    before = len(LEDGER)
     decisions = {c.id: "rerun" if c.id != "c3" else "skip" for c in calls}  # all but c3
     result = loop.resume("r1", decisions)
-    assert result.answer == "Charged." and len(LEDGER) == before + 5
-    assert sorted(k for x, k in LEDGER[before:]) == sorted(
+    # (the crashed turn's other calls may still be appending "died" on their threads)
+    rerun = [k for x, k in LEDGER if x != "died"]
+    assert result.answer == "Charged." and sorted(rerun) == sorted(
         key(durable_store, "r1", c.id) for c in calls if c.id != "c3"
     )
 
